@@ -1,0 +1,1 @@
+"""Comfy-aware LTX adapters between nodes/ and tiling/."""

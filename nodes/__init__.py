@@ -1,0 +1,1 @@
+"""ComfyUI nodes of the pack: each module declares one node's schema and calls into the layers below."""

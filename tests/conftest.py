@@ -1,0 +1,75 @@
+"""Shared fixtures: the pack as package `ltx_tdp`, ComfyUI in-process, tiny real models, a headless server.
+
+Tests that need ComfyUI skip (with the reason) when no ComfyUI tree is configured; `scripts/test.sh`
+always configures one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support import comfy_runtime
+from support.pack_import import import_pack
+from support.paths import PACK_ROOT, TEST_NODE_PACK, comfyui_dir
+from support.server import ComfyServer, prepare_base_dir
+
+import_pack()
+
+MODEL_FILES = {
+    "ltxv": "diffusion_models/tdp_tiny_ltxv.safetensors",
+    "ltxav": "diffusion_models/tdp_tiny_ltxav.safetensors",
+    "vae": "vae/tdp_tiny_ltx_vae.safetensors",
+}
+
+
+@pytest.fixture(scope="session")
+def comfy_dir() -> Path:
+    path = comfyui_dir()
+    if path is None:
+        pytest.skip("no ComfyUI tree: run through scripts/test.sh or set COMFYUI_DIR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def comfy_base(tmp_path_factory: pytest.TempPathFactory, comfy_dir: Path) -> Path:
+    """A ComfyUI base directory holding the tiny models (shared by in-process ComfyUI and the server)."""
+    base = tmp_path_factory.mktemp("comfy_base")
+    comfy_runtime.start(comfy_dir, base)
+    from support import tiny_models
+
+    models_dir = base / "models"
+    tiny_models.build_ltxv(models_dir / MODEL_FILES["ltxv"])
+    tiny_models.build_vae(models_dir / MODEL_FILES["vae"])
+    if tiny_models.has_ltxav():
+        tiny_models.build_ltxav(models_dir / MODEL_FILES["ltxav"])
+    import folder_paths
+
+    folder_paths.filename_list_cache.clear()  # the model folders were listed (empty) while ComfyUI started
+    return prepare_base_dir(base, PACK_ROOT, TEST_NODE_PACK, {})
+
+
+@pytest.fixture(scope="session")
+def comfy(comfy_base: Path):
+    """ComfyUI in this process (CPU), with the tiny models in its model folders."""
+    return comfy_runtime
+
+
+@pytest.fixture(scope="session")
+def model_names() -> dict[str, str]:
+    """File names of the tiny models as ComfyUI's loaders list them."""
+    return {k: Path(v).name for k, v in MODEL_FILES.items()}
+
+
+@pytest.fixture(scope="session")
+def comfy_server(comfy_dir: Path, comfy_base: Path):
+    """A headless ComfyUI with this pack and the test node pack, torn down after the session."""
+    import sys
+
+    server = ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,32 @@
+"""Trapezoid blend windows, 1-D and separable N-D, always fp32."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from .intervals import Interval
+
+
+def window_1d(interval: Interval, device: torch.device | str | None = None) -> torch.Tensor:
+    """fp32 weights over `interval`: ramp k/(r+1), k = 1..r, at each end that has a ramp, 1 elsewhere.
+
+    Two ramps of the same length over the same cells sum to exactly one cell by cell.
+    """
+    w = torch.ones(interval.length, dtype=torch.float32, device=device)
+    if interval.ramp_in:
+        r = interval.ramp_in
+        w[:r] *= torch.arange(1, r + 1, dtype=torch.float32, device=device) / (r + 1)
+    if interval.ramp_out:
+        r = interval.ramp_out
+        w[interval.length - r :] *= torch.arange(r, 0, -1, dtype=torch.float32, device=device) / (r + 1)
+    return w
+
+
+def window_nd(intervals: Sequence[Interval], device: torch.device | str | None = None) -> torch.Tensor:
+    """Outer product of the 1-D windows: the separable mask of one tile, shape = the tile's shape."""
+    out = torch.ones((), dtype=torch.float32, device=device)
+    for interval in intervals:
+        out = out.unsqueeze(-1) * window_1d(interval, device)
+    return out

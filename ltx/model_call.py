@@ -127,20 +127,30 @@ class TiledModelCall:
         return torch.stack([starts, ends], dim=-1).permute(1, 0, 2)
 
     def _select_guides(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(tiles, G) keep mask and blend weights of the guide frames (time decides; space is cropped)."""
+        """(tiles, G) keep mask of the guide frames, and (tiles, G, H, W) blend weights of their tokens.
+
+        A tile keeps a guide frame when its time interval overlaps the tile's (or is a reference, time < 0)
+        and takes the frame's tokens under its spatial crop: exactly the guide tokens overlapping it on all
+        three axes. Each token's weight is 1 / (number of tiles keeping it).
+        """
         n_tiles, g = len(self.tiles), self.guide_frames
+        _, _, _, h, w = self.video.shape
         if g == 0:
-            empty = torch.zeros(n_tiles, 0)
-            return empty.bool(), empty
-        bounds = self._guide_bounds()[:, :1, :]  # time only: the spatial crop keeps exactly the overlapping tokens
+            return torch.zeros(n_tiles, 0, dtype=torch.bool), torch.zeros(n_tiles, 0, h, w)
+        bounds = self._guide_bounds()[:, :1, :]  # time decides the frame; the spatial crop decides the tokens
         keep = torch.stack([
             conditioning_keep_mask(bounds, [self.geometry.pixel_bounds(t.intervals[0].start, t.intervals[0].end, 0)])
             for t in self.tiles
-        ])
+        ]).cpu()
         orphans = ~keep.any(dim=0)
         if orphans.any():  # a guide outside every tile's time span still conditions the tiles beside it in space
             keep[:, orphans] = True
-        return keep, conditioning_weights(keep)
+        token_keep = torch.zeros(n_tiles, g, h, w, dtype=torch.bool)
+        for tile in self.tiles:
+            _, hs, ws = tile.slices
+            token_keep[tile.index, :, hs, ws] = keep[tile.index, :, None, None]
+        weights = conditioning_weights(token_keep.reshape(n_tiles, -1)).reshape(n_tiles, g, h, w)
+        return keep, weights
 
     def _guide_entries(self, kept: torch.Tensor, hs: slice, ws: slice, tile_hw: tuple[int, int]) -> list[dict] | None:
         entries = self.kwargs.get("guide_attention_entries")
@@ -244,10 +254,9 @@ class TiledModelCall:
                 video_out, extras_out = out, []
             n_video = tile.shape[0]
             if kept_idx.numel():
-                weights = self._guide_weight[tile.index, kept_idx].to(video_acc.device)
+                weights = self._guide_weight[tile.index][kept_idx][:, hs, ws].to(video_acc.device)
                 rows = self.video_frames + kept_idx.to(video_acc.device)
-                guide_out = video_out[:, :, n_video:].to(torch.float32) * weights.view(1, 1, -1, 1, 1)
-                video_acc[:, :, rows, hs, ws] += guide_out
+                video_acc[:, :, rows, hs, ws] += video_out[:, :, n_video:].to(torch.float32) * weights
             for acc, e in zip(extra_accs, extras_out):
                 acc += e.to(torch.float32) / n_tiles
             return video_out[:, :, :n_video]

@@ -27,8 +27,15 @@ LTXAV_EXTRA = {
     "audio_attention_head_dim": 8,
     "audio_cross_attention_dim": 16,
     "audio_in_channels": 128,
-    "audio_out_channels": 128,
+    "connector_num_attention_heads": 2,
+    "connector_attention_head_dim": 8,
+    "connector_num_layers": 1,
 }
+"""LTX-2's audio stream and text connectors at the same tiny width. The audio latent (B, 8, T, 16) patchifies
+to 8 x 16 = 128 channels per token; the connectors (heads x head_dim == caption_channels) turn raw text
+features of width caption_channels into the model's (video, audio) context of width 2 x caption_channels."""
+
+LTXAV_CONFIG = {**LTXV_CONFIG, **LTXAV_EXTRA}
 
 VAE_CONFIG = {
     "_class_name": "CausalVideoAutoencoder",
@@ -71,13 +78,17 @@ def _save(sd: dict[str, torch.Tensor], path: Path, metadata: dict) -> Path:
     return path
 
 
-def build_ltxv(path: Path, seed: int = 0) -> Path:
-    """Save a tiny LTXV transformer (ComfyUI's LTXVModel) that UNETLoader loads by its keys + metadata."""
+def build_ltxv(path: Path, seed: int = 0, **overrides) -> Path:
+    """Save a tiny LTXV transformer (ComfyUI's LTXVModel) that UNETLoader loads by its keys + metadata.
+
+    `overrides` change the config (e.g. causal_temporal_positioning=True); they travel in the metadata.
+    """
     import comfy.ldm.lightricks.model as ltx
     import comfy.ops
 
-    model = ltx.LTXVModel(**LTXV_CONFIG, operations=comfy.ops.disable_weight_init)
-    return _save(_seeded_init(model, seed), path, {"transformer": LTXV_CONFIG})
+    config = {**LTXV_CONFIG, **overrides}
+    model = ltx.LTXVModel(**config, operations=comfy.ops.disable_weight_init)
+    return _save(_seeded_init(model, seed), path, {"transformer": config})
 
 
 def has_ltxav() -> bool:
@@ -87,6 +98,20 @@ def has_ltxav() -> bool:
     except ImportError:
         return False
     return True
+
+
+def build_ltxav(path: Path, seed: int = 0, **overrides) -> Path:
+    """Save a tiny LTX-2 audio+video transformer (ComfyUI's LTXAVModel) that UNETLoader detects as LTXAV.
+
+    Detection needs `audio_adaln_single.linear.weight` (present in every LTXAVModel); the metadata config
+    supplies the tiny widths. Only on runtimes where `has_ltxav()`; `overrides` change the config.
+    """
+    from comfy.ldm.lightricks.av_model import LTXAVModel
+    import comfy.ops
+
+    config = {**LTXAV_CONFIG, **overrides}
+    model = LTXAVModel(**config, operations=comfy.ops.disable_weight_init)
+    return _save(_seeded_init(model, seed), path, {"transformer": config})
 
 
 def build_vae(path: Path, seed: int = 0) -> Path:

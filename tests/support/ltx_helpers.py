@@ -13,6 +13,17 @@ def load_ltxv(comfy, model_names) -> Any:
     return model
 
 
+def load_vae(model_names) -> Any:
+    """The tiny LTX VAE, built by ComfyUI's own comfy.sd.VAE from the file's metadata config."""
+    import comfy.sd
+    import comfy.utils
+    import folder_paths
+
+    sd, meta = comfy.utils.load_torch_file(folder_paths.get_full_path_or_raise("vae", model_names["vae"]),
+                                           return_metadata=True)
+    return comfy.sd.VAE(sd=sd, metadata=meta)
+
+
 def conditioning(seed: int = 0, tokens: int = 8, dim: int = 16, frame_rate: float = 25.0) -> list:
     gen = torch.Generator().manual_seed(seed)
     return [[torch.randn(1, tokens, dim, generator=gen),

@@ -1,0 +1,252 @@
+"""Tiled decode of an LTX video latent with a ComfyUI VAE, streamed into one preallocated CPU buffer.
+
+The tiles live on the pixel grid (`tiling.vae_axes.plan_vae_decode`): each tile decodes the latent cells
+its pixels need plus a context margin, is cropped back to its pixels and blended into the output with
+`tiling.blend_tiles` (windows that sum to exactly one; fp32; no division). Peak memory is one tile's
+decode plus the output, which is allocated once on the CPU; nothing full-size goes to the GPU.
+
+Timestep-conditioned LTX VAEs add decode noise (`randn * s + (1 - s) * latent`) inside
+`VideoVAE.decode`, unseeded, so two tiles would see different noise in their overlap. Here the noise is
+drawn once for the whole latent from a seeded generator, sliced per tile, and the decoder is called
+below the noise step (`decoder(per_channel_statistics.un_normalize(x), timestep=...)`), with the noise
+scale and timestep this ComfyUI's VideoVAE uses (`decode_noise_scale` / `decode_timestep` attributes in
+current ComfyUI, the `noise_scale` / `timestep` defaults of `decode` in 0.3.x).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..tiling import AxisTileSize, Tile, blend_tiles
+from ..tiling.vae_axes import AxisScale, DecodeSource, VaeDecodePlan, plan_vae_decode
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int, int], None]
+"""progress(done, total): called after each tile this rank decodes."""
+
+DEFAULT_SPATIAL_CONTEXT = 1
+"""Extra latent cells (32 px each) every tile decodes beyond its pixels on each side of height and width."""
+
+DEFAULT_TEMPORAL_CONTEXT = 1
+"""Extra latent frames (8 frames each) every tile decodes beyond its frames, before and after."""
+
+
+class VaeDecodeError(ValueError):
+    """A latent or VAE the tiled decode cannot take. The message is written for a ComfyUI user."""
+
+
+def video_latent(samples: Any) -> torch.Tensor:
+    """The video part of LATENT["samples"]: the tensor itself, or `.tensors[0]` of an LTX-2 audio+video
+    NestedTensor. Raises VaeDecodeError unless the result is a 5-D (batch, channels, frames, height, width)."""
+    if getattr(samples, "is_nested", False) and isinstance(getattr(samples, "tensors", None), (list, tuple)):
+        samples = samples.tensors[0]
+    if not isinstance(samples, torch.Tensor):
+        raise VaeDecodeError(f"the latent holds a {type(samples).__name__}, not a tensor")
+    if samples.ndim != 5:
+        kind = "an image latent" if samples.ndim == 4 else f"a {samples.ndim}-D latent"
+        raise VaeDecodeError(
+            f"the tiled video decode needs a video latent (batch, channels, frames, height, width); got "
+            f"{kind} of shape {tuple(samples.shape)}"
+        )
+    return samples
+
+
+def vae_scales(vae: Any) -> tuple[AxisScale, AxisScale, AxisScale]:
+    """(frames, height, width) pixel scales of an LTX video VAE, read from its `upscale_ratio`.
+
+    Raises VaeDecodeError for an empty VAE, a VAE that is not ComfyUI's LTX VideoVAE, or scale factors
+    that are not (causal or plain time factor, height factor, width factor).
+    """
+    model = getattr(vae, "first_stage_model", None)
+    if model is None:
+        raise VaeDecodeError("the VAE is empty: its file held no VAE weights")
+    from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
+
+    if not isinstance(model, VideoVAE):
+        raise VaeDecodeError(
+            f"the tiled decode needs an LTX video VAE (LTX-Video or LTX-2); this VAE is a {type(model).__name__}"
+        )
+    ratio = getattr(vae, "upscale_ratio", None)
+    if not (isinstance(ratio, (tuple, list)) and len(ratio) == 3 and callable(ratio[0])):
+        raise VaeDecodeError(f"the VAE's scale factors {ratio!r} are not (time, height, width) video factors")
+    time = _time_scale(ratio[0])
+    if time is None or not all(isinstance(r, int) and r >= 1 for r in ratio[1:]):
+        raise VaeDecodeError(
+            f"the VAE maps latent cells to pixels as (time {[ratio[0](n) for n in (1, 2, 3)] if callable(ratio[0]) else ratio[0]}"
+            f" frames for 1, 2, 3 latent frames, height x{ratio[1]}, width x{ratio[2]}), which the tiled "
+            f"decode does not know how to tile"
+        )
+    return time, AxisScale(ratio[1]), AxisScale(ratio[2])
+
+
+def _time_scale(frames_for: Callable[[int], int]) -> AxisScale | None:
+    counts = [int(frames_for(n)) for n in range(1, 6)]
+    factor = counts[1] - counts[0]
+    for scale in (AxisScale(factor, causal=True), AxisScale(factor)) if factor >= 1 else ():
+        if counts == [scale.pixel_length(n) for n in range(1, 6)]:
+            return scale
+    return None
+
+
+def plan_decode(
+    latent_shape: tuple[int, int, int],
+    scales: tuple[AxisScale, AxisScale, AxisScale],
+    spatial_tile: int,
+    spatial_overlap: int,
+    temporal_tile: int,
+    temporal_overlap: int,
+    spatial_context: int = DEFAULT_SPATIAL_CONTEXT,
+    temporal_context: int = DEFAULT_TEMPORAL_CONTEXT,
+) -> VaeDecodePlan:
+    """The tile plan of a decode: tiles and overlaps in pixels / frames, context in latent cells.
+
+    Raises tiling.TilingError (in pixel units) for a tile not longer than twice its overlap, or any
+    layout whose windows would not sum to exactly one.
+    """
+    return plan_vae_decode(
+        latent_shape,
+        tiles=(AxisTileSize(temporal_tile, temporal_overlap), AxisTileSize(spatial_tile, spatial_overlap),
+               AxisTileSize(spatial_tile, spatial_overlap)),
+        context=(temporal_context, spatial_context, spatial_context),
+        scales=scales,
+    )
+
+
+def decode_tiled(
+    vae: Any,
+    samples: Any,
+    *,
+    spatial_tile: int = 768,
+    spatial_overlap: int = 64,
+    temporal_tile: int = 80,
+    temporal_overlap: int = 24,
+    spatial_context: int = DEFAULT_SPATIAL_CONTEXT,
+    temporal_context: int = DEFAULT_TEMPORAL_CONTEXT,
+    seed: int = 0,
+    progress: ProgressCallback | None = None,
+    rank: int = 0,
+    world: int = 1,
+) -> torch.Tensor:
+    """Decode a video latent tile by tile into a (batch, frames, height, width, channels) fp32 CPU tensor.
+
+    Invariants: with `world == 1` the result covers every pixel once with window weights summing to one
+    (one tile covering everything returns exactly what `vae.decode` returns); with `world > 1` it is the
+    window-weighted sum of the tiles `rank` owns (round-robin), and the ranks' results sum to the full
+    decode. The output is allocated once; each tile's decode is the only other large allocation. Decode
+    noise of timestep-conditioned VAEs comes from one field seeded by `seed`, so overlaps see the same
+    noise. Interrupts are checked before every tile.
+    """
+    import comfy.model_management as mm
+
+    latent = video_latent(samples)
+    scales = vae_scales(vae)
+    channels = getattr(vae, "latent_channels", None)
+    if channels is not None and latent.shape[1] != channels:
+        raise VaeDecodeError(
+            f"the latent has {latent.shape[1]} channels but this VAE decodes {channels}-channel latents; "
+            f"connect the VAE that belongs to the model that made the latent"
+        )
+    plan = plan_decode(tuple(latent.shape[2:]), scales, spatial_tile, spatial_overlap, temporal_tile,
+                       temporal_overlap, spatial_context, temporal_context)
+    model = vae.first_stage_model
+    timestep_conditioned, noise_scale, timestep = _decode_noise(model)
+    if any(getattr(m, "inject_noise", False) for m in model.decoder.modules()):
+        log.warning("this VAE's decoder injects its own unseeded noise inside its blocks; tile overlaps will "
+                    "not see identical noise there")
+
+    batch = latent.shape[0]
+    out_channels = int(getattr(vae, "output_channels", 3))
+    frames, height, width = plan.pixel_shape
+    mine = plan.pixels.tiles_for_rank(rank, world)
+    log.info("tiled VAE decode: latent %s -> %d x %d x %d px, %s tiles (frames x height x width), rank %d/%d "
+             "decodes %d", tuple(latent.shape), frames, height, width, " x ".join(map(str, plan.pixels.counts)),
+             rank, world, len(mine))
+
+    with torch.inference_mode():
+        source = latent.detach().to(device="cpu")
+        if timestep_conditioned:
+            gen = torch.Generator(device="cpu").manual_seed(int(seed))
+            noise = torch.randn(source.shape, generator=gen, dtype=torch.float32)
+            source = noise * noise_scale + (1.0 - noise_scale) * source.float()
+            del noise
+        images = torch.zeros((batch, frames, height, width, out_channels), dtype=torch.float32)
+        largest = (batch, latent.shape[1], *plan.largest_source())
+        mm.load_models_gpu([vae.patcher], memory_required=vae.memory_used_decode(largest, vae.vae_dtype),
+                           force_full_load=bool(getattr(vae, "disable_offload", False)))
+        device_context = getattr(mm, "cuda_device_context", None)
+
+        def evaluate(tile: Tile) -> torch.Tensor:
+            src = plan.source(tile)
+            with device_context(vae.device) if device_context is not None else contextlib.nullcontext():
+                block = _decode_block(vae, source[(Ellipsis, *src.latent)], timestep_conditioned, timestep)
+            _check_block(block, src, scales)
+            pixels = block[(Ellipsis, *src.crop)].to(device="cpu", dtype=torch.float32)
+            del block
+            return vae.process_output(pixels)
+
+        def before_tile(tile: Tile) -> None:
+            mm.throw_exception_if_processing_interrupted()
+
+        def on_tile(done: int, total: int, tile: Tile) -> None:
+            if progress is not None:
+                progress(done, total)
+
+        # blend_tiles sums over trailing (frames, height, width) axes: hand it the channels-first view of
+        # the channels-last output, so the result needs no copy to become ComfyUI's IMAGE layout.
+        blend_tiles(plan.pixels, evaluate, rank=rank, world=world, out=images.permute(0, 4, 1, 2, 3),
+                    before_tile=before_tile, on_tile=on_tile)
+    return images
+
+
+def image_batch(frames: torch.Tensor) -> torch.Tensor:
+    """(batch, frames, H, W, C) -> ComfyUI IMAGE (batch * frames, H, W, C), as VAEDecode folds video (a view)."""
+    return frames.reshape(-1, *frames.shape[-3:])
+
+
+def _decode_noise(model: Any) -> tuple[bool, float, float]:
+    """(timestep-conditioned, noise scale, timestep) as this ComfyUI's VideoVAE.decode would use them."""
+    conditioned = bool(getattr(model, "timestep_conditioning", False))
+    params = inspect.signature(model.decode).parameters
+
+    def setting(attribute: str, parameter: str) -> float | None:
+        value = getattr(model, attribute, None)
+        if value is None and parameter in params and params[parameter].default is not inspect.Parameter.empty:
+            value = params[parameter].default
+        return None if value is None else float(value)
+
+    noise_scale, timestep = setting("decode_noise_scale", "noise_scale"), setting("decode_timestep", "timestep")
+    if conditioned and (noise_scale is None or timestep is None):
+        raise VaeDecodeError(
+            "this VAE is timestep-conditioned, but this ComfyUI's VideoVAE exposes neither decode_noise_scale/"
+            "decode_timestep nor noise_scale/timestep defaults on decode(); the tiled decode cannot give its "
+            "tiles one shared noise field"
+        )
+    return conditioned, noise_scale or 0.0, timestep or 0.0
+
+
+def _decode_block(vae: Any, latent: torch.Tensor, timestep_conditioned: bool, timestep: float) -> torch.Tensor:
+    """Decode one latent block to (B, C, frames, H, W) pixels before `process_output`."""
+    model = vae.first_stage_model
+    x = latent.to(device=vae.device, dtype=vae.vae_dtype)
+    if timestep_conditioned:
+        # The noise is already in `latent` (one shared field): call the decoder below VideoVAE.decode's
+        # own unseeded noise step.
+        return model.decoder(model.per_channel_statistics.un_normalize(x), timestep=timestep)
+    return model.decode(x)
+
+
+def _check_block(block: torch.Tensor, src: DecodeSource, scales: tuple[AxisScale, ...]) -> None:
+    got = tuple(block.shape[2:])
+    if got != src.decoded_shape:
+        raise VaeDecodeError(
+            f"the VAE decoded a latent block of {src.latent_shape} (frames, height, width) to {got} pixels, but "
+            f"its scale factors (time x{scales[0].factor}{' causal' if scales[0].causal else ''}, space "
+            f"x{scales[1].factor}) say {src.decoded_shape}; its scale factors do not fit this decoder"
+        )

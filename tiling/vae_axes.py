@@ -1,0 +1,220 @@
+"""Latent-to-pixel axis maps and the tile plan of a tiled VAE decode.
+
+A video VAE turns latent cells into pixels along each axis: space by a plain factor (LTX: 32 pixels a
+cell), time causally (LTX: the first latent frame is one pixel frame, every later one is 8). A tiled
+decode plans its tiles on the *pixel* grid, so that the one window and blend implementation
+(`tiling.blend.blend_tiles`) serves it unchanged. Each pixel tile is decoded from the latent cells it
+needs plus a context margin (clamped at the borders), and the decoded block is cropped back to the tile.
+
+Decoding latent cells [c, d) on its own yields the pixels [factor*c, factor*c + n) of the untiled decode
+on every axis, n = `AxisScale.pixel_length(d - c)`; on a causal axis the chunk's first latent frame gives
+a single pixel frame (the last of the eight it owns in the full decode), so a chunk is always decoded
+from at least one latent frame before its first pixel frame and the frames before that are cropped off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .config import AxisTileSize
+from .errors import TilingError
+from .intervals import Interval, split_by_size
+from .plan import Tile, TilePlan
+
+
+@dataclass(frozen=True)
+class AxisScale:
+    """How one latent axis maps to pixels: `factor` pixels a cell; on a causal axis the first cell is one pixel."""
+
+    factor: int
+    causal: bool = False
+
+    def __post_init__(self) -> None:
+        if self.factor < 1:
+            raise ValueError(f"a latent-to-pixel factor must be at least 1, got {self.factor}")
+
+    def pixel_length(self, cells: int) -> int:
+        """Pixels that `cells` latent cells decode to: factor*cells, or factor*(cells-1)+1 when causal (0 for 0)."""
+        if cells <= 0:
+            return 0
+        return self.factor * (cells - 1) + 1 if self.causal else self.factor * cells
+
+    def cell_length(self, pixels: int) -> int:
+        """Latent cells that decode to exactly `pixels` pixels; raises TilingError when no count does."""
+        if pixels < 1:
+            raise TilingError(f"{pixels} pixels cannot come from any number of latent cells")
+        cells = (pixels - 1) // self.factor + 1 if self.causal else pixels // self.factor
+        if self.pixel_length(cells) != pixels:
+            raise TilingError(f"{pixels} pixels cannot come from a whole number of latent cells (factor {self.factor})")
+        return cells
+
+    def owned_pixels(self, start: int, end: int) -> Interval:
+        """The pixels that latent cells [start, end) own in the full decode.
+
+        Owned spans of a partition of the latent axis partition the pixel axis: cell 0 of a causal axis owns
+        pixel 0, cell j >= 1 owns [factor*j - factor + 1, factor*j + 1).
+        """
+        if not 0 <= start < end:
+            raise ValueError(f"not a latent interval: [{start}, {end})")
+        if self.causal:
+            return Interval(max(0, self.factor * (start - 1) + 1), self.factor * (end - 1) + 1)
+        return Interval(self.factor * start, self.factor * end)
+
+    def cells_to_decode(self, start: int, end: int, cells: int, context: int = 0) -> Interval:
+        """Latent cells to decode for pixels [start, end) of an axis of `cells` cells, with `context` extra
+        cells at each side (clamped to the axis).
+
+        Invariant: decoding the result [c, d) alone yields pixels [factor*c, factor*c + pixel_length(d-c)),
+        which contain [start, end). On a causal axis c <= floor(start/factor): the chunk's one-frame head
+        lies at or before the first wanted frame.
+        """
+        if not 0 <= start < end:
+            raise ValueError(f"not a pixel interval: [{start}, {end})")
+        if context < 0:
+            raise ValueError(f"context cannot be negative, got {context}")
+        first = start // self.factor
+        if self.causal:
+            last = -(-(end - 1) // self.factor)  # ceil((end-1)/factor): the cell owning pixel end-1
+        else:
+            last = (end - 1) // self.factor
+        return Interval(max(0, first - context), min(cells, last + 1 + context))
+
+
+LTX_VIDEO_SCALES: tuple[AxisScale, AxisScale, AxisScale] = (AxisScale(8, causal=True), AxisScale(32), AxisScale(32))
+"""LTX video VAE: frames x8 with a causal first frame, height and width x32."""
+
+PIXEL_AXES: tuple[str, str, str] = ("frames", "height", "width")
+
+
+@dataclass(frozen=True)
+class DecodeSource:
+    """What one pixel tile decodes and where its pixels sit in the decoded block.
+
+    `latent` slices the latent grid (context included); `crop` slices the decoded block down to exactly
+    `tile`'s pixels; `decoded_shape` is the block's pixel shape.
+    """
+
+    tile: Tile
+    latent: tuple[slice, ...]
+    crop: tuple[slice, ...]
+    decoded_shape: tuple[int, ...]
+
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        return tuple(s.stop - s.start for s in self.latent)
+
+
+@dataclass(frozen=True)
+class VaeDecodePlan:
+    """Pixel tiles of a tiled decode (a TilePlan over the pixel grid) and the latent source of each."""
+
+    latent_shape: tuple[int, ...]
+    scales: tuple[AxisScale, ...]
+    context: tuple[int, ...]
+    pixels: TilePlan
+
+    @property
+    def pixel_shape(self) -> tuple[int, ...]:
+        return self.pixels.shape
+
+    def source(self, tile: Tile) -> DecodeSource:
+        """Latent slices (with context) to decode for `tile`, and the crop that leaves exactly its pixels."""
+        latent, crop, decoded = [], [], []
+        for interval, scale, cells, ctx in zip(tile.intervals, self.scales, self.latent_shape, self.context):
+            src = scale.cells_to_decode(interval.start, interval.end, cells, ctx)
+            offset = interval.start - scale.factor * src.start
+            latent.append(src.slice)
+            crop.append(slice(offset, offset + interval.length))
+            decoded.append(scale.pixel_length(src.length))
+        return DecodeSource(tile, tuple(latent), tuple(crop), tuple(decoded))
+
+    def sources(self, rank: int = 0, world: int = 1) -> tuple[DecodeSource, ...]:
+        """The sources of the tiles `rank` owns (round-robin, as `blend_tiles` runs them)."""
+        return tuple(self.source(t) for t in self.pixels.tiles_for_rank(rank, world))
+
+    def largest_source(self) -> tuple[int, ...]:
+        """Largest latent block any tile decodes, per axis (for memory estimates)."""
+        shapes = [self.source(t).latent_shape for t in self.pixels.tiles]
+        return tuple(max(s[i] for s in shapes) for i in range(len(self.latent_shape)))
+
+
+def pixel_intervals(length: int, spec: AxisTileSize, axis: str, unit: str = "pixels") -> tuple[Interval, ...]:
+    """Split a pixel axis of `length` into the fewest tiles of at most `spec.size` overlapping by
+    `spec.overlap`, whose trapezoid windows sum to exactly one.
+
+    Refuses (TilingError, in `unit`s) a tile that is not longer than twice its overlap, whatever the
+    length, and any layout whose windows would not sum to one, naming an overlap that works.
+    """
+    size, overlap = spec.size, spec.overlap
+    if size < 1:
+        raise TilingError(f"{axis}: the tile size must be at least 1 {unit}, got {size}")
+    if overlap < 0:
+        raise TilingError(f"{axis}: the overlap cannot be negative, got {overlap} {unit}")
+    if 2 * overlap >= size:
+        raise TilingError(
+            f"{axis}: a tile of {size} {unit} is too small for an overlap of {overlap} {unit}: a tile must be "
+            f"longer than twice its overlap; use an overlap of at most {(size - 1) // 2} {unit} or a tile of "
+            f"at least {2 * overlap + 1} {unit}"
+        )
+    try:
+        return split_by_size(length, size, overlap, axis)
+    except TilingError:
+        pass
+    working = next((ov for ov in range(overlap - 1, -1, -1) if _size_split_ok(length, size, ov)), 0)
+    raise TilingError(
+        f"{axis}: {length} {unit} cannot be cut into tiles of at most {size} {unit} overlapping by {overlap} "
+        f"{unit} with an exact blend; the largest overlap that works with this tile is {working} {unit} "
+        f"(or use a tile of at least {3 * overlap} {unit})"
+    )
+
+
+def _size_split_ok(length: int, size: int, overlap: int) -> bool:
+    try:
+        split_by_size(length, size, overlap)
+    except TilingError:
+        return False
+    return True
+
+
+def plan_vae_decode(
+    latent_shape: Sequence[int],
+    tiles: Sequence[AxisTileSize],
+    context: Sequence[int],
+    scales: Sequence[AxisScale] = LTX_VIDEO_SCALES,
+    names: Sequence[str] = PIXEL_AXES,
+    units: Sequence[str] = ("frames", "pixels", "pixels"),
+) -> VaeDecodePlan:
+    """Plan a tiled decode of a latent grid `latent_shape` (e.g. frames, height, width).
+
+    `tiles` are tile sizes and overlaps in pixels per axis, `context` the extra latent cells each tile
+    decodes beyond what its pixels need. Invariants: the pixel tiles' windows sum to exactly one over the
+    pixel grid (`plan.pixels.weight_sum()`), and every source's crop holds exactly its tile's pixels.
+    Raises TilingError with a message in pixel units for any refused layout.
+    """
+    n = len(latent_shape)
+    if not (len(tiles) == len(context) == len(scales) == len(names) == len(units) == n):
+        raise TilingError(f"expected {len(names)} axes {tuple(names)}, got a latent grid of shape {tuple(latent_shape)}")
+    for name, cells in zip(names, latent_shape):
+        if int(cells) < 1:
+            raise TilingError(f"{name}: the latent has no cells on this axis (shape {tuple(latent_shape)})")
+    for name, ctx in zip(names, context):
+        if int(ctx) < 0:
+            raise TilingError(f"{name}: the context cannot be negative, got {ctx} latent cells")
+    pixel_shape = tuple(scale.pixel_length(int(cells)) for scale, cells in zip(scales, latent_shape))
+    intervals = tuple(
+        pixel_intervals(length, spec, name, unit)
+        for length, spec, name, unit in zip(pixel_shape, tiles, names, units)
+    )
+    return VaeDecodePlan(
+        latent_shape=tuple(int(c) for c in latent_shape),
+        scales=tuple(scales),
+        context=tuple(int(c) for c in context),
+        pixels=TilePlan(pixel_shape, intervals),
+    )
+
+
+def context_for_overlap(overlap: int, scale: AxisScale) -> int:
+    """Latent cells that cover `overlap` pixels: ceil(overlap / factor) (0 for no overlap)."""
+    return math.ceil(max(0, overlap) / scale.factor)

@@ -222,3 +222,36 @@ def test_a_model_that_is_not_ltx_is_refused_when_patching(comfy):
 
     with pytest.raises(TilingError, match="needs an LTX-Video or LTX-2 model; this MODEL is Linear"):
         patch(NotLTX(), tiling())
+
+
+def test_an_interrupt_stops_sampling_between_tiles(comfy, model_names):
+    import comfy.model_management as mm
+
+    model = patch(load_ltxv(comfy, model_names), tiling(height=(2, 2), width=(2, 2)))
+    calls: list = []
+    import comfy.patcher_extension as ext
+
+    def interrupt_after_first_tile(executor, *args, **kwargs):
+        calls.append(1)
+        mm.interrupt_current_processing(True)  # what the UI's Cancel button sets
+        return executor(*args, **kwargs)
+
+    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, INNER_KEY, interrupt_after_first_tile)
+    try:
+        with pytest.raises(mm.InterruptProcessingException):
+            ksample(comfy, model, {"samples": _randn(1, 128, 2, 10, 10)}, steps=3)
+    finally:
+        mm.interrupt_current_processing(False)
+    assert len(calls) == 1, f"{len(calls)} tiles ran after the interrupt was raised"
+
+
+def test_a_high_first_sigma_warns_that_tiles_can_drift(comfy, model_names, caplog):
+    model = patch(load_ltxv(comfy, model_names), tiling(width=(2, 2)))
+    latent = {"samples": _randn(1, 128, 2, 4, 8)}
+    with caplog.at_level("WARNING", logger="ltx_tdp"):
+        ksample(comfy, model, latent, steps=2, denoise=0.05)  # first sigma well below 0.8 after the shift
+    assert not [r for r in caplog.records if "drift" in r.getMessage()], "warned at a low first sigma"
+    with caplog.at_level("WARNING", logger="ltx_tdp"):
+        ksample(comfy, model, latent, steps=2, denoise=1.0)
+    warnings = [r.getMessage() for r in caplog.records if "drift" in r.getMessage()]
+    assert warnings and "first sigma is 1.000" in warnings[0], warnings

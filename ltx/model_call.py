@@ -98,7 +98,7 @@ class TiledModelCall:
                 f"TDP tiles video latents (batch, channels, frames, height, width); this model call got a "
                 f"{self.video.ndim}-D latent of shape {tuple(self.video.shape)}. Is this an LTX video model?"
             )
-        b, _, f_all, h, w = self.video.shape
+        _, _, f_all, h, w = self.video.shape
         kf = kwargs.get("keyframe_idxs")
         n_guide_tokens = 0 if kf is None else int(kf.shape[2])
         if n_guide_tokens % (h * w):

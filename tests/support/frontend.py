@@ -1,0 +1,186 @@
+"""ComfyUI's own frontend in headless Chromium (Debian's `chromium`), driven by Playwright.
+
+The browser is the system one (`/usr/bin/chromium`); Playwright never downloads a browser here. The page
+is the frontend the server under test ships (its `comfyui-frontend-package`), so a workflow that loads
+here loads for a user of that ComfyUI.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
+]
+
+OFFLINE_ERRORS = ("net::ERR_NAME_NOT_RESOLVED", "net::ERR_INTERNET_DISCONNECTED", "Error fetching file size")
+"""Console errors of an offline machine: the frontend looks up release notes and the size of each missing
+model at its download link (older frontends log a failed lookup as "Error fetching file size")."""
+
+FRONTEND_SETTINGS = {
+    # A first start shows the template browser and tours; they would cover the screenshots.
+    "Comfy.TutorialCompleted": True,
+    "Comfy.Validation.Workflows": True,
+}
+
+
+def chromium_path() -> str | None:
+    """The system Chromium, installing Debian's package when apt is there and it is missing.
+
+    Returns None (the caller skips) only where it is neither installed nor installable.
+    """
+    path = shutil.which("chromium") or (CHROMIUM if Path(CHROMIUM).exists() else None)
+    if path:
+        return path
+    if shutil.which("apt-get") is None:
+        return None
+    env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True, timeout=600)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=False, env=env, capture_output=True,
+                   timeout=900)
+    return shutil.which("chromium")
+
+
+@dataclass
+class LoadReport:
+    """What the frontend made of one workflow."""
+
+    node_count: int
+    node_types: list[str]
+    missing_types: list[str]
+    """Types of nodes in the graph that the frontend has no definition for (after loading)."""
+    missing_dialog: list[str]
+    """Node types the frontend reported through its missing-nodes dialog."""
+    load_error: str | None
+    console_errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing_types or self.missing_dialog or self.load_error or self.console_errors)
+
+
+_INSTALL_HOOKS = """
+() => {
+  window.__tdp = {missing: []};
+  const orig = app.showMissingNodesError ? app.showMissingNodesError.bind(app) : null;
+  app.showMissingNodesError = (missing, ...rest) => {
+    for (const m of (missing || [])) window.__tdp.missing.push(typeof m === 'string' ? m : (m.type || JSON.stringify(m)));
+    if (orig) return orig(missing, ...rest);
+  };
+}
+"""
+
+_LOAD = """
+async (workflow) => {
+  window.__tdp.missing = [];
+  let error = null;
+  try {
+    await app.loadGraphData(workflow, true, true, null);
+  } catch (e) {
+    error = String(e && e.stack || e);
+  }
+  const graph = app.rootGraph || app.graph;
+  const nodes = graph.nodes || graph._nodes || [];
+  const registered = LiteGraph.registered_node_types || {};
+  const types = nodes.map(n => n.type);
+  const missing = nodes.filter(n => !(n.type in registered)).map(n => n.type);
+  if (app.canvas) { app.canvas.ds.scale = 1; }
+  return {node_count: nodes.length, node_types: types, missing_types: missing,
+          missing_dialog: [...window.__tdp.missing], load_error: error};
+}
+"""
+
+_FIT = """
+() => {
+  const graph = app.rootGraph || app.graph;
+  const nodes = graph.nodes || graph._nodes || [];
+  if (!nodes.length || !app.canvas) return;
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const n of nodes) {
+    x0 = Math.min(x0, n.pos[0]); y0 = Math.min(y0, n.pos[1] - 30);
+    x1 = Math.max(x1, n.pos[0] + n.size[0]); y1 = Math.max(y1, n.pos[1] + n.size[1]);
+  }
+  const c = app.canvas.canvas;
+  const scale = Math.min((c.width - 140) / (x1 - x0), (c.height - 100) / (y1 - y0), 1);
+  app.canvas.ds.scale = scale;
+  app.canvas.ds.offset = [-x0 + 100 / scale, -y0 + 60 / scale];
+  app.canvas.setDirty(true, true);
+  app.canvas.draw(true, true);
+}
+"""
+
+
+class Frontend:
+    """One browser page on the server's frontend; load workflows, read what it made of them."""
+
+    def __init__(self, page: Any, console_errors: list[str]):
+        self.page = page
+        self._console_errors = console_errors
+
+    def load(self, workflow: dict) -> LoadReport:
+        self._console_errors.clear()
+        raw = self.page.evaluate(_LOAD, workflow)
+        self.page.wait_for_timeout(500)
+        errors = [e for e in self._console_errors if not any(s in e for s in OFFLINE_ERRORS)]
+        return LoadReport(console_errors=errors, **raw)
+
+    def screenshot(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.keyboard.press("Escape")  # close a dialog (e.g. missing models) so the graph shows
+        dismiss = self.page.get_by_role("button", name="Dismiss")
+        if dismiss.count():
+            try:
+                dismiss.first.click(timeout=2000)
+            except Exception:  # noqa: BLE001 - best effort: an overlay only hides part of the screenshot
+                pass
+        self.page.evaluate(_FIT)
+        self.page.wait_for_timeout(300)
+        self.page.screenshot(path=str(path))
+        return path
+
+    def serialize(self) -> dict:
+        """The loaded graph as the frontend saves it (UI format)."""
+        return json.loads(self.page.evaluate("() => JSON.stringify((app.rootGraph || app.graph).serialize())"))
+
+    def graph_to_prompt(self) -> dict:
+        """The API prompt the frontend would queue for the loaded graph."""
+        return self.page.evaluate("async () => (await app.graphToPrompt()).output")
+
+
+@contextmanager
+def open_frontend(url: str, chromium: str = CHROMIUM, timeout_ms: int = 120_000,
+                  viewport: tuple[int, int] = (1920, 1080)) -> Iterator[Frontend]:
+    """Open the frontend at `url` (a running ComfyUI) and wait until `window.app` has a graph."""
+    import requests
+    from playwright.sync_api import sync_playwright
+
+    for key, value in FRONTEND_SETTINGS.items():
+        try:
+            requests.post(f"{url}/settings/{key}", json=value, timeout=10)
+        except requests.RequestException:
+            pass
+    console_errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: console_errors.append(f"page error: {e}"))
+            page.set_default_timeout(timeout_ms)
+            page.goto(url, wait_until="domcontentloaded")
+            page.wait_for_function("() => window.app && (window.app.rootGraph || window.app.graph) && window.LiteGraph",
+                                   timeout=timeout_ms)
+            page.wait_for_timeout(1000)
+            page.evaluate(_INSTALL_HOOKS)
+            console_errors.clear()  # start-up noise (e.g. no internet for release notes) is not a load error
+            yield Frontend(page, console_errors)
+        finally:
+            browser.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ class TilePlan:
     def counts(self) -> tuple[int, ...]:
         return tuple(len(a) for a in self.axis_intervals)
 
-    @property
+    @functools.cached_property
     def tiles(self) -> tuple[Tile, ...]:
         return tuple(
             Tile(index, combo) for index, combo in enumerate(itertools.product(*self.axis_intervals))

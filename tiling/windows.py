@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -25,7 +26,16 @@ def window_1d(interval: Interval, device: torch.device | str | None = None) -> t
 
 
 def window_nd(intervals: Sequence[Interval], device: torch.device | str | None = None) -> torch.Tensor:
-    """Outer product of the 1-D windows: the separable mask of one tile, shape = the tile's shape."""
+    """Outer product of the 1-D windows: the separable mask of one tile, shape = the tile's shape.
+
+    Windows are cached per (intervals, device): every model call of a sampling run reuses them. The
+    returned tensor is shared; treat it as read-only.
+    """
+    return _window_nd_cached(tuple(intervals), str(torch.device(device)) if device is not None else "cpu")
+
+
+@functools.lru_cache(maxsize=512)
+def _window_nd_cached(intervals: tuple[Interval, ...], device: str) -> torch.Tensor:
     out = torch.ones((), dtype=torch.float32, device=device)
     for interval in intervals:
         out = out.unsqueeze(-1) * window_1d(interval, device)

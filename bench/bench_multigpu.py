@@ -39,7 +39,7 @@ from support.paths import comfyui_dir  # noqa: E402
 log = logging.getLogger("ltx_tdp.bench")
 
 BENCH_MODEL = dict(num_layers=2, num_attention_heads=4, attention_head_dim=32, cross_attention_dim=128)
-LATENT = (4, 28, 28)  # frames, height, width (latent cells): 896 x 896 px x 25 frames
+LATENT = (4, 40, 40)  # frames, height, width (latent cells): 1280 x 1280 px x 25 frames
 TILES, OVERLAP = (2, 2), 4
 SIGMA, CONTEXT_TOKENS, CONTEXT_DIM = 0.6, 8, 16
 ASSUMED_LINKS = {"PCIe 4.0 x16 (~20 GB/s bus bw)": 20e9, "NVLink 4 (~300 GB/s bus bw)": 300e9}

@@ -33,10 +33,14 @@ def model_key(patcher: Any) -> str:
 
 
 def model_config_bytes(patcher: Any) -> bytes:
-    """The pickled `model_config` (comfy.supported_models.*) the BaseModel was built from."""
+    """The `model_config` (comfy.supported_models.*) the BaseModel was built from, as (class, attributes).
+
+    Not the object itself: newer ComfyUI gives model configs a `__getattr__` that answers None for
+    anything missing, which breaks plain pickling (`__setstate__` comes back as None).
+    """
     config = patcher.model.model_config
     try:
-        return pickle.dumps(config, protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps((type(config), dict(vars(config))), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:  # e.g. custom operations built as local classes
         raise TDPGroupError(f"this model's configuration ({type(config).__name__}) cannot be sent to the worker "
                             f"ranks: {e}") from e
@@ -97,6 +101,14 @@ def fill_bucket(bucket: torch.Tensor, index: int, entries: tuple[WeightEntry, ..
 
 
 # -- worker side --------------------------------------------------------------------------------------------
+def restore_model_config(state: tuple[type, dict[str, Any]]) -> Any:
+    """The model config from `model_config_bytes`' (class, attributes), without running its __init__."""
+    cls, attributes = state
+    config = cls.__new__(cls)
+    config.__dict__.update(attributes)
+    return config
+
+
 def build_replica(model_config: Any, device: torch.device) -> Any:
     """An empty BaseModel built by ComfyUI from `model_config`, on `device`, with TDP's patchifier."""
     model = model_config.get_model({}, "", device=device)

@@ -120,7 +120,7 @@ def model_call(session: Session, patcher: Any, call: TiledModelCall, run_tile: C
     try:
         flat = call.partial(run_tile, 0, world, before_tile=_check_interrupt,
                             on_tile=lambda done, total, tile: progress.tile_done(min(done * world, n_tiles), n_tiles, tile))
-    except Exception as e:  # interrupt (or an error here): keep the group in step, then raise it
+    except BaseException as e:  # interrupt (a BaseException in newer ComfyUI) or an error: keep step, then raise
         failure = e
         session.stop_call(seq)
         flat = torch.zeros(call.buffer_numel(), dtype=torch.float32, device=call.video.device)

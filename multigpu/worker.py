@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from ..ltx.model_call import TiledModelCall
 from . import protocol as P
-from .replica import build_replica, check_complete, load_bucket
+from .replica import build_replica, check_complete, load_bucket, restore_model_config
 from .settings import TDPGroupError
 
 log = logging.getLogger(__name__)
@@ -148,8 +148,11 @@ class Worker:
                 error = f"{type(e).__name__}: {e}"
             self._ack(seq, error)
             if after is not None and not error:
-                with torch.inference_mode():
-                    after()
+                try:
+                    with torch.inference_mode():
+                        after()
+                except RuntimeError as e:  # a collective broke: rank 0 (or a peer) is gone
+                    raise RankZeroGone(str(e).splitlines()[0]) from None
             seq += 1
 
     def _next(self, seq: int) -> P.Message:
@@ -184,7 +187,8 @@ class Worker:
             torch.cuda.empty_cache()
         error, model, loaded = None, None, set()
         try:
-            model = build_replica(P.loads(msg.model_config, self.config.source_package), self.device)
+            config = restore_model_config(P.loads(msg.model_config, self.config.source_package))
+            model = build_replica(config, self.device)
         except Exception as e:  # still take every bucket, or rank 0 would wait in its broadcast
             error = e
         for index, size in enumerate(msg.bucket_bytes):

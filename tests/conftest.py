@@ -73,3 +73,15 @@ def comfy_server(comfy_dir: Path, comfy_base: Path):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def ltxav(comfy, model_names):
+    """The tiny LTX-2 (audio + video) model through UNETLoader; skips where ComfyUI has no LTX-2."""
+    from support.tiny_models import has_ltxav
+
+    if not has_ltxav():
+        pytest.skip(f"ComfyUI {comfy.comfyui_version()} has no LTX-2 (comfy.ldm.lightricks.av_model); "
+                    "point COMFYUI_DIR at a current ComfyUI")
+    (model,) = comfy.run_node("UNETLoader", unet_name=model_names["ltxav"], weight_dtype="default")
+    return model

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support.ltx_helpers import conditioning, ksample, patch, tiling
+from support.ltx_helpers import conditioning, ksample, patch, randn, tiling
 
 pytestmark = pytest.mark.ltx2
 
@@ -24,26 +24,13 @@ LAYOUT_2X2 = dict(height=(2, 2), width=(2, 2))
 """2 x 2 spatial tiles on an 8 x 8 latent: [0, 5) and [3, 8) on each axis."""
 
 
-def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-@pytest.fixture(scope="module")
-def ltxav(comfy, model_names):
-    from support.tiny_models import has_ltxav
-
-    if not has_ltxav():
-        pytest.skip(f"ComfyUI {comfy.comfyui_version()} has no LTX-2 (comfy.ldm.lightricks.av_model); "
-                    "point COMFYUI_DIR at a current ComfyUI")
-    (model,) = comfy.run_node("UNETLoader", unet_name=model_names["ltxav"], weight_dtype="default")
-    return model
 
 
 @pytest.fixture(scope="module")
 def av_inputs(comfy, ltxav):
     """An AV latent made by ComfyUI's own LTXVConcatAVLatent, and the video/audio that went into it."""
-    video = _randn(1, 128, 2, 8, 8, seed=1)
-    audio = _randn(1, 8, 5, 16, seed=2)  # LTX-2 audio latent: (batch, 8 channels, time, 16 frequency bins)
+    video = randn(1, 128, 2, 8, 8, seed=1)
+    audio = randn(1, 8, 5, 16, seed=2)  # LTX-2 audio latent: (batch, 8 channels, time, 16 frequency bins)
     (latent,) = comfy.run_node("LTXVConcatAVLatent", video_latent={"samples": video},
                                audio_latent={"samples": audio, "type": "audio"})
     return latent, video, audio

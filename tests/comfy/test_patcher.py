@@ -12,13 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from support.ltx_helpers import call_model, conditioning, ksample, load_ltxv, load_vae, patch, tiling
+from support.ltx_helpers import call_model, conditioning, ksample, load_ltxv, load_vae, patch, randn, tiling
 
 INNER_KEY = "tdp_test_probe"
 
-
-def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _probe(model_patcher, record: list, replace_output: bool = False):
@@ -38,7 +35,7 @@ def _probe(model_patcher, record: list, replace_output: bool = False):
 @pytest.mark.parametrize("cfg", [1.0, 3.0], ids=["cfg1", "cfg3-batched-cond-uncond"])
 def test_one_by_one_tiling_is_bit_identical_to_unpatched_ksampler(comfy, model_names, cfg):
     model = load_ltxv(comfy, model_names)
-    latent = {"samples": _randn(1, 128, 3, 6, 8)}
+    latent = {"samples": randn(1, 128, 3, 6, 8)}
     reference = ksample(comfy, model, latent, cfg=cfg)
     tiled = ksample(comfy, patch(model, tiling()), latent, cfg=cfg)
     assert torch.equal(tiled, reference), f"max abs diff {(tiled - reference).abs().max():.3e}"
@@ -46,7 +43,7 @@ def test_one_by_one_tiling_is_bit_identical_to_unpatched_ksampler(comfy, model_n
 
 def test_patcher_leaves_the_input_model_untouched(comfy, model_names):
     model = load_ltxv(comfy, model_names)
-    latent = {"samples": _randn(1, 128, 2, 8, 8)}
+    latent = {"samples": randn(1, 128, 2, 8, 8)}
     before = ksample(comfy, model, latent)
     patched = patch(model, tiling(height=(2, 2), width=(2, 2)))
     tiled = ksample(comfy, patched, latent)
@@ -62,7 +59,7 @@ def test_x0_identity_model_blends_back_to_the_input(comfy, model_names, layout):
     model = patch(load_ltxv(comfy, model_names), tiling(**layout))
     calls: list = []
     _probe(model, calls, replace_output=True)
-    x = _randn(2, 128, 5, 10, 12, seed=4)
+    x = randn(2, 128, 5, 10, 12, seed=4)
     out = call_model(model, x, 0.5)
     n_tiles = 1
     for axis in layout.values():
@@ -74,7 +71,7 @@ def test_x0_identity_model_blends_back_to_the_input(comfy, model_names, layout):
 
 def test_region_covered_by_one_tile_equals_the_model_on_that_crop(comfy, model_names):
     model = load_ltxv(comfy, model_names)
-    x = _randn(1, 128, 2, 12, 12, seed=5)
+    x = randn(1, 128, 2, 12, 12, seed=5)
     patched = call_model(patch(model, tiling(height=(2, 2), width=(2, 2))), x, 0.6)
     # Tiles are [0,7) and [5,12) on both axes; [0,5) and [7,12) are covered by one tile only.
     first = call_model(model, x[..., 0:7, 0:7].contiguous(), 0.6)
@@ -120,7 +117,7 @@ def test_positions_at_the_diffusion_model_boundary(causal_model, normalize):
     layout = tiling(frames=(2, 1), height=(2, 2), width=(1, 0))
     seen: list = []
     model = _position_probe(patch(causal_model, layout, normalize=normalize), seen)
-    call_model(model, _randn(1, 128, 5, 10, 4, seed=6), 0.5)
+    call_model(model, randn(1, 128, 5, 10, 4, seed=6), 0.5)
     assert len(seen) == 4
     # Tile 3 starts at latent frame 2, row 5 (frames [0,3) [2,5); rows [0,6) [4,10) with overlap 2... ).
     from ltx_tdp.tiling import AxisTiling
@@ -172,7 +169,7 @@ def test_reference_tokens_with_negative_time_reach_every_tile(comfy, model_names
     calls: list = []
     _probe(model, calls, replace_output=True)
     b, f, h, w = 1, 4, 4, 3
-    x = _randn(b, 128, f + 1, h, w, seed=7)  # one appended guide frame
+    x = randn(b, 128, f + 1, h, w, seed=7)  # one appended guide frame
     hh, ww = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
     kf = torch.stack([torch.full((h * w,), -8), hh.flatten() * 32, ww.flatten() * 32])[None]
     out = call_model(model, x, 0.5, keyframe_idxs=kf, denoise_mask=torch.ones(b, 1, f + 1, h, w))
@@ -211,7 +208,7 @@ def test_refused_layout_names_the_axis_and_the_largest_valid_overlap(comfy, mode
     model = patch(load_ltxv(comfy, model_names), tiling(width=(3, 8)))
     with pytest.raises(TilingError, match=r"width: 21 latent cells cannot take 3 tiles with overlap 8; "
                                           r"the largest overlap that keeps the blend exact is 5"):
-        call_model(model, _randn(1, 128, 1, 4, 21), 0.5)
+        call_model(model, randn(1, 128, 1, 4, 21), 0.5)
 
 
 def test_a_model_that_is_not_ltx_is_refused_when_patching(comfy):
@@ -239,7 +236,7 @@ def test_an_interrupt_stops_sampling_between_tiles(comfy, model_names):
     model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, INNER_KEY, interrupt_after_first_tile)
     try:
         with pytest.raises(mm.InterruptProcessingException):
-            ksample(comfy, model, {"samples": _randn(1, 128, 2, 10, 10)}, steps=3)
+            ksample(comfy, model, {"samples": randn(1, 128, 2, 10, 10)}, steps=3)
     finally:
         mm.interrupt_current_processing(False)
     assert len(calls) == 1, f"{len(calls)} tiles ran after the interrupt was raised"
@@ -247,7 +244,7 @@ def test_an_interrupt_stops_sampling_between_tiles(comfy, model_names):
 
 def test_a_high_first_sigma_warns_that_tiles_can_drift(comfy, model_names, caplog):
     model = patch(load_ltxv(comfy, model_names), tiling(width=(2, 2)))
-    latent = {"samples": _randn(1, 128, 2, 4, 8)}
+    latent = {"samples": randn(1, 128, 2, 4, 8)}
     with caplog.at_level("WARNING", logger="ltx_tdp"):
         ksample(comfy, model, latent, steps=2, denoise=0.05)  # first sigma well below 0.8 after the shift
     assert not [r for r in caplog.records if "drift" in r.getMessage()], "warned at a low first sigma"

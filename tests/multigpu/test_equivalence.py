@@ -5,15 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support.ltx_helpers import call_model, ksample, tiling
+from support.ltx_helpers import call_model, ksample, randn, tiling
 
 pytestmark = pytest.mark.distributed
 
 LAYOUTS = {"4-tiles": dict(height=(2, 2), width=(2, 2)), "2-tiles": dict(width=(2, 2))}
 
-
-def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _tdp(model, layout, group=None):
@@ -44,7 +41,7 @@ def _count_rank0_tiles(model, calls: list):
 
 @pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_x0_of_a_model_call_equals_single_process(ltxv, group, layout):
-    x = _randn(2, 128, 3, 8, 10, seed=1)
+    x = randn(2, 128, 3, 8, 10, seed=1)
     single = call_model(_tdp(ltxv, layout), x, 0.6)
     rank0_tiles: list = []
     multi = call_model(_count_rank0_tiles(_tdp(ltxv, layout, group), rank0_tiles), x, 0.6)
@@ -57,7 +54,7 @@ def test_x0_of_a_model_call_equals_single_process(ltxv, group, layout):
 
 @pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_ksampler_result_equals_single_process(comfy, ltxv, group, layout):
-    latent = {"samples": _randn(1, 128, 3, 8, 10, seed=2)}
+    latent = {"samples": randn(1, 128, 3, 8, 10, seed=2)}
     single = ksample(comfy, _tdp(ltxv, layout), latent, steps=3, cfg=2.0)
     multi = ksample(comfy, _tdp(ltxv, layout, group), latent, steps=3, cfg=2.0)
     err = (multi - single).abs().max().item()

@@ -10,16 +10,13 @@ import time
 import pytest
 import torch
 
-from support.ltx_helpers import ksample, tiling
+from support.ltx_helpers import ksample, randn, tiling
 
 pytestmark = pytest.mark.distributed
 
 LAYOUT = dict(height=(2, 2), width=(2, 2))
 PROBE_KEY = "tdp_test_fault_probe"
 
-
-def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _tdp(model, group=None):
@@ -46,7 +43,7 @@ def _on_rank0_tile(model, n: int, action):
 
 
 def _latent(seed: int = 5) -> dict:
-    return {"samples": _randn(1, 128, 2, 8, 8, seed=seed)}
+    return {"samples": randn(1, 128, 2, 8, 8, seed=seed)}
 
 
 @pytest.mark.parametrize("sig, timeout_s, expected", [

@@ -5,16 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support.ltx_helpers import call_model, ksample, tiling
+from support.ltx_helpers import call_model, ksample, randn, tiling
 
 pytestmark = pytest.mark.distributed
 
 LAYOUT = dict(height=(2, 2), width=(2, 2))
 PATCHED_KEY = "diffusion_model.transformer_blocks.0.ff.net.0.proj.weight"
 
-
-def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _tdp(model, group=None):
@@ -28,13 +25,13 @@ def _with_diff_patch(model):
     """A clone with a LoRA-like weight difference on one feed-forward weight (ComfyUI's own "diff" patch)."""
     weight = model.model.state_dict()[PATCHED_KEY]
     patched = model.clone()
-    patched.add_patches({PATCHED_KEY: (_randn(*weight.shape, seed=9) * 0.5,)}, 1.0)
+    patched.add_patches({PATCHED_KEY: (randn(*weight.shape, seed=9) * 0.5,)}, 1.0)
     return patched
 
 
 def test_a_weight_patch_after_the_first_run_reaches_the_workers(ltxv, group_factory):
     group = group_factory(2)
-    x = _randn(1, 128, 2, 8, 8, seed=3)
+    x = randn(1, 128, 2, 8, 8, seed=3)
     plain = call_model(_tdp(ltxv, group), x, 0.6)
     patched_model = _with_diff_patch(ltxv)
     single = call_model(_tdp(patched_model), x, 0.6)
@@ -52,7 +49,7 @@ def test_a_patch_on_the_sampled_clone_reaches_the_workers_in_ksampler(comfy, ltx
     """The patch is added to the TDP-patched MODEL (as a LoRA loader after the patcher would): the runner
     sends the weights of the patcher ComfyUI samples with."""
     group = group_factory(2)
-    latent = {"samples": _randn(1, 128, 2, 8, 8, seed=4)}
+    latent = {"samples": randn(1, 128, 2, 8, 8, seed=4)}
     single = ksample(comfy, _with_diff_patch(_tdp(ltxv)), latent)
     multi = ksample(comfy, _with_diff_patch(_tdp(ltxv, group)), latent)
     unpatched = ksample(comfy, _tdp(ltxv, group), latent)

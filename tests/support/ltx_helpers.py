@@ -8,6 +8,11 @@ from typing import Any
 import torch
 
 
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    """Seeded standard normal noise (tests are reproducible run to run)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
 def load_ltxv(comfy, model_names) -> Any:
     (model,) = comfy.run_node("UNETLoader", unet_name=model_names["ltxv"], weight_dtype="default")
     return model

@@ -59,7 +59,8 @@ VAE_CONFIG = {
 """A tiny causal video VAE with LTX's scale factors: x8 in time (causal first frame), x32 in space."""
 
 
-def _seeded_init(module: torch.nn.Module, seed: int, scale: float = 0.2) -> dict[str, torch.Tensor]:
+def seeded_state_dict(module: torch.nn.Module, seed: int, scale: float = 0.2) -> dict[str, torch.Tensor]:
+    """The module's state dict with every float tensor replaced by seeded normal noise x `scale`."""
     gen = torch.Generator().manual_seed(seed)
     sd = {}
     for name, tensor in module.state_dict().items():
@@ -70,7 +71,8 @@ def _seeded_init(module: torch.nn.Module, seed: int, scale: float = 0.2) -> dict
     return sd
 
 
-def _save(sd: dict[str, torch.Tensor], path: Path, metadata: dict) -> Path:
+def save_with_config(sd: dict[str, torch.Tensor], path: Path, metadata: dict) -> Path:
+    """Save `sd` as safetensors with `{"config": json(metadata)}`, the way ComfyUI's loaders read configs."""
     from safetensors.torch import save_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +90,7 @@ def build_ltxv(path: Path, seed: int = 0, **overrides) -> Path:
 
     config = {**LTXV_CONFIG, **overrides}
     model = ltx.LTXVModel(**config, operations=comfy.ops.disable_weight_init)
-    return _save(_seeded_init(model, seed), path, {"transformer": config})
+    return save_with_config(seeded_state_dict(model, seed), path, {"transformer": config})
 
 
 def has_ltxav() -> bool:
@@ -111,7 +113,7 @@ def build_ltxav(path: Path, seed: int = 0, **overrides) -> Path:
 
     config = {**LTXAV_CONFIG, **overrides}
     model = LTXAVModel(**config, operations=comfy.ops.disable_weight_init)
-    return _save(_seeded_init(model, seed), path, {"transformer": config})
+    return save_with_config(seeded_state_dict(model, seed), path, {"transformer": config})
 
 
 def build_vae(path: Path, seed: int = 0) -> Path:
@@ -119,11 +121,11 @@ def build_vae(path: Path, seed: int = 0) -> Path:
     from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
 
     vae = VideoVAE(config=VAE_CONFIG)
-    sd = _seeded_init(vae, seed, scale=0.1)
+    sd = seeded_state_dict(vae, seed, scale=0.1)
     # Per-channel statistics: unit std and zero mean keep the latent scale as it is.
     for key in list(sd):
         if key.endswith("std-of-means"):
             sd[key] = torch.ones_like(sd[key])
         elif key.endswith("mean-of-means"):
             sd[key] = torch.zeros_like(sd[key])
-    return _save(sd, path, {"vae": VAE_CONFIG})
+    return save_with_config(sd, path, {"vae": VAE_CONFIG})

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from .tiny_models import save_with_config, seeded_state_dict
+
 AUDIO_VAE_CONFIG = {
     "model": {"params": {
         "ddconfig": {"double_z": True, "mel_bins": 64, "z_channels": 8, "resolution": 256, "downsample_time": False,
@@ -49,25 +51,6 @@ def has_ltx_latent_upsampler() -> bool:
     return True
 
 
-def _seeded(sd: dict[str, torch.Tensor], seed: int, scale: float) -> dict[str, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    out = {}
-    for name, t in sd.items():
-        if t.is_floating_point():
-            out[name] = (torch.randn(t.shape, generator=gen) * scale).to(t.dtype).contiguous()
-        else:
-            out[name] = t.clone().contiguous()
-    return out
-
-
-def _save(sd: dict[str, torch.Tensor], path: Path, config: dict) -> Path:
-    from safetensors.torch import save_file
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(sd, str(path), metadata={"config": json.dumps(config)})
-    return path
-
-
 def build_ltx2_audio_vae(path: Path, seed: int = 0) -> Path:
     """An LTX-2 audio VAE + vocoder checkpoint (keys `audio_vae.*`, `vocoder.*`, config in the metadata), as
     LTXVAudioVAELoader reads it from a full LTX-2 checkpoint."""
@@ -75,14 +58,14 @@ def build_ltx2_audio_vae(path: Path, seed: int = 0) -> Path:
 
     config = {"audio_vae": AUDIO_VAE_CONFIG, "vocoder": VOCODER_CONFIG}
     model = AudioVAE(metadata={"config": json.dumps(config)})
-    sd = _seeded(model.state_dict(), seed, 0.1)
+    sd = seeded_state_dict(model, seed, 0.1)
     sd = {("audio_vae." + k[len("autoencoder."):]) if k.startswith("autoencoder.") else k: v for k, v in sd.items()}
     for key in sd:
         if key.endswith("std-of-means"):
             sd[key] = torch.ones_like(sd[key])
         elif key.endswith("mean-of-means"):
             sd[key] = torch.zeros_like(sd[key])
-    return _save(sd, path, config)
+    return save_with_config(sd, path, config)
 
 
 def build_latent_upsampler(path: Path, seed: int = 0) -> Path:
@@ -90,7 +73,7 @@ def build_latent_upsampler(path: Path, seed: int = 0) -> Path:
     from comfy.ldm.lightricks.latent_upsampler import LatentUpsampler
 
     model = LatentUpsampler.from_config(LATENT_UPSAMPLER_CONFIG)
-    return _save(_seeded(model.state_dict(), seed, 0.05), path, LATENT_UPSAMPLER_CONFIG)
+    return save_with_config(seeded_state_dict(model, seed, 0.05), path, LATENT_UPSAMPLER_CONFIG)
 
 
 def write_latent(path: Path, samples: torch.Tensor) -> Path:

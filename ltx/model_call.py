@@ -56,11 +56,13 @@ class ModelGeometry:
         return float(s * start), float(s * end)
 
 
-def _pack(parts: Sequence[torch.Tensor]) -> torch.Tensor:
+def pack_latents(parts: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Flatten each (B, ...) latent and join them along the last axis: ComfyUI's packed (B, 1, N) layout."""
     return torch.cat([p.reshape(p.shape[0], 1, -1) for p in parts], dim=-1)
 
 
-def _unpack(packed: torch.Tensor, shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+def unpack_latents(packed: torch.Tensor, shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    """Inverse of `pack_latents` for the given per-latent shapes (views where possible)."""
     parts, at = [], 0
     for shape in shapes:
         n = math.prod(shape[1:])
@@ -88,7 +90,7 @@ class TiledModelCall:
         self.packed = shapes is not None and len(shapes) > 1
         if self.packed:
             self.shapes = [tuple(int(v) for v in s) for s in shapes]
-            parts = _unpack(x, self.shapes)
+            parts = unpack_latents(x, self.shapes)
             self.video, self.extras = parts[0], parts[1:]
         else:
             self.shapes = [tuple(x.shape)]
@@ -198,7 +200,7 @@ class TiledModelCall:
                 kw.pop("keyframe_idxs")
                 kw.pop("guide_attention_entries", None)
         if self.packed:
-            x = _pack([video, *self.extras])
+            x = pack_latents([video, *self.extras])
             kw["latent_shapes"] = [tuple(video.shape), *self.shapes[1:]]
         else:
             x = video
@@ -248,7 +250,7 @@ class TiledModelCall:
                                          self.geometry.causal_time, self.geometry.scale[0])):
                 out = call(x, kw)
             if self.packed:
-                parts = _unpack(out, kw["latent_shapes"])
+                parts = unpack_latents(out, kw["latent_shapes"])
                 video_out, extras_out = parts[0], parts[1:]
             else:
                 video_out, extras_out = out, []
@@ -279,4 +281,4 @@ class TiledModelCall:
             # Frozen: x0 equal to the input leaves the audio where it is at every step; the outer-sample
             # hook then hands back the audio latent that entered the stage, bit for bit.
             extras = [e.to(dtype) for e in self.extras]
-        return _pack([video, *extras])
+        return pack_latents([video, *extras])

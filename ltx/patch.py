@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..tiling import TilingError
-from .model_call import AUDIO_FROZEN, ModelGeometry, TDPSettings, TiledModelCall, _pack, _unpack
+from .model_call import AUDIO_FROZEN, ModelGeometry, TDPSettings, TiledModelCall, pack_latents, unpack_latents
 from .positions import ShiftedGridPatchifier
 
 log = logging.getLogger(__name__)
@@ -63,22 +63,24 @@ class TDPModelWrapper:
         if self.runner is not None:
             return self.runner(call, run_tile, {"t": t, "c_crossattn": c_crossattn, "control": control,
                                                 "transformer_options": transformer_options})
-        progress = _TileProgress(len(call.tiles), transformer_options)
-        flat = call.partial(run_tile, before_tile=_check_interrupt, on_tile=progress.tile_done)
-        return call.finish(flat, _output_dtype(x))
+        progress = TileProgress(len(call.tiles), transformer_options)
+        flat = call.partial(run_tile, before_tile=check_interrupt, on_tile=progress.tile_done)
+        return call.finish(flat, output_dtype(x))
 
 
-def _output_dtype(x: torch.Tensor) -> torch.dtype:
+def output_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype a blended x0 is returned in: at least fp32, like ComfyUI's own denoised output."""
     return torch.float32 if not x.is_floating_point() else torch.promote_types(x.dtype, torch.float32)
 
 
-def _check_interrupt(_tile: Any = None) -> None:
+def check_interrupt(_tile: Any = None) -> None:
+    """Raise ComfyUI's interrupt exception if the user pressed Cancel (called before every tile)."""
     import comfy.model_management
 
     comfy.model_management.throw_exception_if_processing_interrupted()
 
 
-class _TileProgress:
+class TileProgress:
     """One progress bar over all tile passes of the sampling run: step s, tile i of T -> s * T + i."""
 
     def __init__(self, n_tiles: int, transformer_options: dict[str, Any]):
@@ -112,9 +114,9 @@ def outer_sample_wrapper(settings: TDPSettings):
         out = executor(noise, latent_image, sampler, sigmas, denoise_mask, callback, disable_pbar, seed,
                        latent_shapes=latent_shapes, **kwargs)
         if settings.audio_mode == AUDIO_FROZEN and latent_shapes is not None and len(latent_shapes) > 1:
-            parts_out = _unpack(out, latent_shapes)
-            parts_in = _unpack(latent_image.to(out.device, out.dtype), latent_shapes)
-            out = _pack([parts_out[0], *parts_in[1:]])
+            parts_out = unpack_latents(out, latent_shapes)
+            parts_in = unpack_latents(latent_image.to(out.device, out.dtype), latent_shapes)
+            out = pack_latents([parts_out[0], *parts_in[1:]])
         return out
 
     return wrapper

@@ -143,6 +143,43 @@ def plan_decode(
     )
 
 
+DECODE_SETTINGS = ("spatial_tile", "spatial_overlap", "temporal_tile", "temporal_overlap", "spatial_context",
+                   "temporal_context", "seed")
+"""The keyword settings of `decode_tiled` that fix its result (what a multi-GPU decode sends every rank)."""
+
+
+def decode_layout(
+    vae: Any,
+    samples: Any,
+    *,
+    spatial_tile: int = 768,
+    spatial_overlap: int = 64,
+    temporal_tile: int = 80,
+    temporal_overlap: int = 24,
+    spatial_context: int = DEFAULT_SPATIAL_CONTEXT,
+    temporal_context: int = DEFAULT_TEMPORAL_CONTEXT,
+    seed: int = 0,
+) -> tuple[torch.Tensor, VaeDecodePlan, tuple[int, ...]]:
+    """(video latent, tile plan, output shape (batch, frames, height, width, channels)) of a `decode_tiled`
+    call with these settings, checked as `decode_tiled` checks them, without decoding anything.
+
+    Takes every setting of DECODE_SETTINGS (`seed` changes no layout). Raises VaeDecodeError or
+    tiling.TilingError for a latent, VAE or layout the decode refuses.
+    """
+    latent = video_latent(samples)
+    scales = vae_scales(vae)
+    channels = getattr(vae, "latent_channels", None)
+    if channels is not None and latent.shape[1] != channels:
+        raise VaeDecodeError(
+            f"the latent has {latent.shape[1]} channels but this VAE decodes {channels}-channel latents; "
+            f"connect the VAE that belongs to the model that made the latent"
+        )
+    plan = plan_decode(tuple(latent.shape[2:]), scales, spatial_tile, spatial_overlap, temporal_tile,
+                       temporal_overlap, spatial_context, temporal_context)
+    out_channels = int(getattr(vae, "output_channels", 3))
+    return latent, plan, (latent.shape[0], *plan.pixel_shape, out_channels)
+
+
 def decode_tiled(
     vae: Any,
     samples: Any,
@@ -157,6 +194,7 @@ def decode_tiled(
     progress: ProgressCallback | None = None,
     rank: int = 0,
     world: int = 1,
+    before_tile: Callable[[], None] | None = None,
 ) -> torch.Tensor:
     """Decode a video latent tile by tile into a (batch, frames, height, width, channels) fp32 CPU tensor.
 
@@ -165,29 +203,20 @@ def decode_tiled(
     window-weighted sum of the tiles `rank` owns (round-robin), and the ranks' results sum to the full
     decode. The output is allocated once; each tile's decode is the only other large allocation. Decode
     noise of timestep-conditioned VAEs comes from one field seeded by `seed`, so overlaps see the same
-    noise. Interrupts are checked before every tile.
+    noise. Interrupts are checked before every tile, then `before_tile()` runs (a worker rank's stop check).
     """
     import comfy.model_management as mm
 
-    latent = video_latent(samples)
+    latent, plan, (batch, frames, height, width, out_channels) = decode_layout(
+        vae, samples, spatial_tile=spatial_tile, spatial_overlap=spatial_overlap, temporal_tile=temporal_tile,
+        temporal_overlap=temporal_overlap, spatial_context=spatial_context, temporal_context=temporal_context)
     scales = vae_scales(vae)
-    channels = getattr(vae, "latent_channels", None)
-    if channels is not None and latent.shape[1] != channels:
-        raise VaeDecodeError(
-            f"the latent has {latent.shape[1]} channels but this VAE decodes {channels}-channel latents; "
-            f"connect the VAE that belongs to the model that made the latent"
-        )
-    plan = plan_decode(tuple(latent.shape[2:]), scales, spatial_tile, spatial_overlap, temporal_tile,
-                       temporal_overlap, spatial_context, temporal_context)
     model = vae.first_stage_model
     timestep_conditioned, noise_scale, timestep = _decode_noise(model)
     if any(getattr(m, "inject_noise", False) for m in model.decoder.modules()):
         log.warning("this VAE's decoder injects its own unseeded noise inside its blocks; tile overlaps will "
                     "not see identical noise there")
 
-    batch = latent.shape[0]
-    out_channels = int(getattr(vae, "output_channels", 3))
-    frames, height, width = plan.pixel_shape
     mine = plan.pixels.tiles_for_rank(rank, world)
     log.info("tiled VAE decode: latent %s -> %d x %d x %d px, %s tiles (frames x height x width), rank %d/%d "
              "decodes %d", tuple(latent.shape), frames, height, width, " x ".join(map(str, plan.pixels.counts)),
@@ -215,8 +244,10 @@ def decode_tiled(
             del block
             return vae.process_output(pixels)
 
-        def before_tile(tile: Tile) -> None:
+        def check(tile: Tile) -> None:
             mm.throw_exception_if_processing_interrupted()
+            if before_tile is not None:
+                before_tile()
 
         def on_tile(done: int, total: int, tile: Tile) -> None:
             if progress is not None:
@@ -225,7 +256,7 @@ def decode_tiled(
         # blend_tiles sums over trailing (frames, height, width) axes: hand it the channels-first view of
         # the channels-last output, so the result needs no copy to become ComfyUI's IMAGE layout.
         blend_tiles(plan.pixels, evaluate, rank=rank, world=world, out=images.permute(0, 4, 1, 2, 3),
-                    before_tile=before_tile, on_tile=on_tile)
+                    before_tile=check, on_tile=on_tile)
     return images
 
 

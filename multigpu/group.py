@@ -59,6 +59,14 @@ class TDPGroup:
 
         return ModelRunner(self, model_patcher)
 
+    def decode(self, vae: Any, samples: Any, progress: Any = None, **settings: int) -> Any:
+        """Tiled VAE decode with the tiles spread over the ranks: `ltx.vae_decode.decode_tiled`'s settings
+        and result (frames on the CPU, fp32), equal to the single-process decode. `progress(done, total)`
+        reports on rank 0."""
+        from .vae import group_decode
+
+        return group_decode(self, vae, samples, progress, **settings)
+
     def shutdown(self) -> None:
         global _live
         with _lock:

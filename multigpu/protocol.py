@@ -5,9 +5,11 @@ Control plane (keys of the group's TCPStore, under the prefix `ltx_tdp/`; values
     config            rank 0 -> all   WorkerConfig as a plain dict, written once when the group starts
     hello/<rank>      worker -> 0     a dict (pid, host, device, versions), once the worker has imported ComfyUI and is ready
     start             rank 0 -> all   every worker said hello: all ranks join the process group now
-    msg/<seq>         rank 0 -> all   the seq-th message: ModelMessage | CallMessage | ShutdownMessage
+    msg/<seq>         rank 0 -> all   the seq-th message: ModelMessage | CallMessage | VaeMessage | DecodeMessage
+                                      | ShutdownMessage
     ack/<seq>/<rank>  worker -> 0     b"" when the worker handled message seq, else its error text
-    stop/<seq>        rank 0 -> all   interrupt: skip the remaining tiles of call seq (the reduction still runs)
+    stop/<seq>        rank 0 -> all   interrupt: skip the remaining tiles of call or decode seq (the reduction
+                                      still runs)
     hb/<rank>         worker -> 0     heartbeat counter, bumped every HEARTBEAT_S seconds
 
 Workers wait for `msg/<seq>` by polling the store (an idle worker never sits in a collective, so idle
@@ -16,10 +18,17 @@ grow by one per message; every worker handles every message in order.
 
 Data plane (torch.distributed collectives, only right after a message names them):
 
-    ModelMessage   one broadcast per weight bucket (uint8, rank 0 -> all), then acks
-    CallMessage    one broadcast of the call's tensors (uint8), every rank runs its tiles, acks,
+    ModelMessage   (NEW_MODEL) one broadcast per weight bucket (uint8, rank 0 -> all), then acks
+    CallMessage    (CALL) one broadcast of the call's tensors (uint8), every rank runs its tiles, acks,
                    then ONE all_reduce(SUM) of the flat fp32 partial buffer
-    ShutdownMessage  no collective; workers ack and exit
+    VaeMessage     (NEW_VAE) one broadcast per weight bucket of the VAE (uint8, rank 0 -> all), then acks
+    DecodeMessage  (DECODE) one broadcast of the latent (uint8), every rank decodes its tiles into a CPU fp32
+                   buffer of `output_shape`, acks, then all_reduce(SUM) of that buffer in chunks of
+                   REDUCE_CHUNK_BYTES (in place on the CPU with gloo, through the device with NCCL)
+    ShutdownMessage  (SHUTDOWN) no collective; workers ack and exit
+
+A worker holds at most one model replica (the last NEW_MODEL) and one VAE replica (the last NEW_VAE);
+rank 0 resends either only when its key changes.
 
 Rank 0 reads every worker's ack before it enters the all_reduce, so a dead or stuck worker is found
 (and named) by polling, never by a collective that hangs. Tensors travel as raw bytes (any dtype,
@@ -41,6 +50,10 @@ STARTUP_MIN_S = 60.0
 """Workers get at least this long to start (importing torch and ComfyUI takes seconds on a busy machine)."""
 ALIGN = 16
 """Byte alignment of every tensor inside a packed buffer (so `.view(dtype)` needs no copy)."""
+
+REDUCE_CHUNK_BYTES = 64 * 2**20
+"""A decode's output (frames of the whole clip) is summed over the ranks in all_reduce chunks of this size,
+so NCCL needs only one chunk on the device at a time."""
 
 WORKER_PACKAGE = "ltx_tdp"
 """The package name a worker registers the pack under (worker_main.py)."""
@@ -140,11 +153,36 @@ class CallMessage:
 
 
 @dataclass(frozen=True)
+class VaeMessage:
+    """NEW_VAE: build a VAE replica from `structure` (see multigpu.vae: the module's class and config, or
+    the module pickled without its weights) and `spec`, then load the weights that follow."""
+
+    seq: int
+    vae_key: str
+    structure: bytes
+    spec: Any  # multigpu.vae.VaeSpec
+    entries: tuple[WeightEntry, ...]
+    bucket_bytes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DecodeMessage:
+    """DECODE: one tiled VAE decode (ltx.vae_decode.decode_tiled with `settings`, rank r of the world). The
+    latent follows in one broadcast of `latent.nbytes` bytes; the reduction sums buffers of `output_shape`."""
+
+    seq: int
+    vae_key: str
+    settings: dict[str, int]
+    latent: TensorSpec
+    output_shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class ShutdownMessage:
     seq: int
 
 
-Message = ModelMessage | CallMessage | ShutdownMessage
+Message = ModelMessage | CallMessage | VaeMessage | DecodeMessage | ShutdownMessage
 
 
 # -- pickles ----------------------------------------------------------------------------------------------
@@ -228,6 +266,12 @@ def unpack(buffer: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
     if spec.nbytes == 0:
         return torch.empty(spec.shape, dtype=spec.dtype, device=buffer.device)
     return buffer[spec.offset:spec.offset + spec.nbytes].view(spec.dtype).view(spec.shape)
+
+
+def reduce_chunks(flat: torch.Tensor) -> list[torch.Tensor]:
+    """Views of the 1-D `flat` of at most REDUCE_CHUNK_BYTES each: the pieces every rank reduces, in order."""
+    step = max(1, REDUCE_CHUNK_BYTES // flat.element_size())
+    return [flat[i:i + step] for i in range(0, flat.numel(), step)]
 
 
 @dataclass

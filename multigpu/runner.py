@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from ..ltx.model_call import TiledModelCall, _pack
-from ..ltx.patch import WRAPPER_KEY, _check_interrupt, _output_dtype, _TileProgress
+from ..ltx.model_call import TiledModelCall, pack_latents
+from ..ltx.patch import WRAPPER_KEY, check_interrupt, output_dtype, TileProgress
 from ..tiling import TilingError
 from . import protocol as P
 from .replica import fill_bucket, model_config_bytes, model_key, patched_weights, plan_buckets
@@ -103,7 +103,7 @@ def model_call(session: Session, patcher: Any, call: TiledModelCall, run_tile: C
         raise TilingError("multi-GPU TDP cannot send ControlNet inputs to the worker ranks; LTX models do not use them")
     send_model(session, patcher)
     stats, clock = session.stats, time.perf_counter()
-    x = _pack([call.video, *call.extras]) if call.packed else call.video
+    x = pack_latents([call.video, *call.extras]) if call.packed else call.video
     tree = {"x": x, "t": ctx["t"], "c_crossattn": ctx["c_crossattn"], "kwargs": call.kwargs,
             "transformer_options": worker_options(ctx["transformer_options"])}
     tensors: list[torch.Tensor] = []
@@ -115,10 +115,10 @@ def model_call(session: Session, patcher: Any, call: TiledModelCall, run_tile: C
         session.broadcast(outbox.buffer(session.comm_device), f"while sending model call {seq}")
     clock = _lap(stats, "send", clock)
     n_tiles, world = len(call.tiles), session.world
-    progress = _TileProgress(n_tiles, ctx["transformer_options"])
+    progress = TileProgress(n_tiles, ctx["transformer_options"])
     failure: BaseException | None = None
     try:
-        flat = call.partial(run_tile, 0, world, before_tile=_check_interrupt,
+        flat = call.partial(run_tile, 0, world, before_tile=check_interrupt,
                             on_tile=lambda done, total, tile: progress.tile_done(min(done * world, n_tiles), n_tiles, tile))
     except BaseException as e:  # interrupt (a BaseException in newer ComfyUI) or an error: keep step, then raise
         failure = e
@@ -142,7 +142,7 @@ def model_call(session: Session, patcher: Any, call: TiledModelCall, run_tile: C
         raise failure
     mm.throw_exception_if_processing_interrupted()
     progress.tile_done(n_tiles, n_tiles, None)
-    return call.finish(flat, _output_dtype(call.video))
+    return call.finish(flat, output_dtype(call.video))
 
 
 def _lap(stats: Any, phase: str, since: float) -> float:
@@ -178,6 +178,6 @@ class ModelRunner:
 
 
 def _single(call: TiledModelCall, run_tile: Callable, ctx: dict[str, Any]) -> torch.Tensor:
-    progress = _TileProgress(len(call.tiles), ctx["transformer_options"])
-    flat = call.partial(run_tile, before_tile=_check_interrupt, on_tile=progress.tile_done)
-    return call.finish(flat, _output_dtype(call.video))
+    progress = TileProgress(len(call.tiles), ctx["transformer_options"])
+    flat = call.partial(run_tile, before_tile=check_interrupt, on_tile=progress.tile_done)
+    return call.finish(flat, output_dtype(call.video))

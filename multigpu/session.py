@@ -59,6 +59,7 @@ class Session:
         self.hellos: dict[int, dict] = {}
         self.seq = 0
         self.model_key: str | None = None
+        self.vae_key: str | None = None
         self.pending: int | None = None
         self.closed = False
         self.lock = threading.RLock()

@@ -1,4 +1,5 @@
-"""A worker rank: joins rank 0's group, holds a model replica, runs its share of every model call.
+"""A worker rank: joins rank 0's group, holds a model replica and a VAE replica, runs its share of every
+model call and every tiled VAE decode.
 
 Runs in its own process (started by `worker_main.py`), with ComfyUI's model code imported but no server.
 Invariants: it handles messages strictly in seq order and acknowledges each one; for a CALL it joins the
@@ -23,9 +24,11 @@ import torch
 import torch.distributed as dist
 
 from ..ltx.model_call import TiledModelCall
+from ..ltx.vae_decode import decode_tiled
 from . import protocol as P
 from .replica import build_replica, check_complete, load_bucket, restore_model_config
 from .settings import TDPGroupError
+from .vae import receive_vae
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,8 @@ class Worker:
         self.device = _device(args.device)
         self.replica: Any = None
         self.model_key: str | None = None
+        self.vae: Any = None
+        self.vae_key: str | None = None
         self.stopping = threading.Event()
 
     # -- start --------------------------------------------------------------------------------------------
@@ -177,6 +182,10 @@ class Worker:
             return self._load_model(msg)
         if isinstance(msg, P.CallMessage):
             return self._call(msg)
+        if isinstance(msg, P.VaeMessage):
+            return self._load_vae(msg)
+        if isinstance(msg, P.DecodeMessage):
+            return self._decode(msg)
         raise TDPGroupError(f"unknown message {type(msg).__name__}")
 
     # -- NEW_MODEL ----------------------------------------------------------------------------------------
@@ -213,6 +222,7 @@ class Worker:
             dist.broadcast(buffer, src=0)
         if self.replica is None or msg.model_key != self.model_key:
             raise TDPGroupError(f"rank {self.rank} holds no replica of model {msg.model_key}")
+        self._place_replica(self.device)
         tensors = [P.unpack(buffer, s).to(self.device) for s in msg.tensors]
         tree = P.join_tensors(msg.payload, tensors)
         call = TiledModelCall(msg.settings, msg.geometry, tree["x"], tree["kwargs"])
@@ -238,9 +248,66 @@ class Worker:
 
         return reduce
 
+    # -- NEW_VAE ------------------------------------------------------------------------------------------
+    def _load_vae(self, msg: P.VaeMessage) -> None:
+        self.vae, self.vae_key = None, None
+        gc.collect()
+        self.vae, self.vae_key = receive_vae(msg, self.device, self.comm_device), msg.vae_key
+        log.info("rank %d: VAE replica ready (%d tensors)", self.rank, len(msg.entries))
+
+    # -- DECODE -------------------------------------------------------------------------------------------
+    def _decode(self, msg: P.DecodeMessage):
+        spec = msg.latent
+        buffer = torch.empty(spec.offset + spec.nbytes, dtype=torch.uint8, device=self.comm_device)
+        if spec.nbytes:
+            dist.broadcast(buffer, src=0)
+        if self.vae is None or msg.vae_key != self.vae_key:
+            raise TDPGroupError(f"rank {self.rank} holds no replica of VAE {msg.vae_key}")
+        latent = P.unpack(buffer, spec).to(device="cpu", copy=True)
+        del buffer
+        self._place_replica(torch.device("cpu"))
+        stop = P.stop_key(msg.seq)
+
+        def before_tile() -> None:
+            if self.store.check([stop]):
+                raise _Stopped()
+
+        try:
+            images = decode_tiled(self.vae, latent, **msg.settings, rank=self.rank, world=self.world,
+                                  before_tile=before_tile)
+        except _Stopped:
+            images = torch.zeros(msg.output_shape, dtype=torch.float32)
+        if tuple(images.shape) != tuple(msg.output_shape):
+            raise TDPGroupError(f"rank {self.rank} decoded frames of shape {tuple(images.shape)}; rank 0 expects "
+                                f"{tuple(msg.output_shape)}")
+
+        def reduce() -> None:
+            import comfy.model_management as mm
+
+            for chunk in P.reduce_chunks(images.view(-1)):
+                dist.all_reduce(chunk.to(self.comm_device), op=dist.ReduceOp.SUM)
+            try:  # the VAE leaves this worker's GPU: the model replica needs the room at the next prompt
+                mm.unload_all_models()
+            except Exception as e:
+                log.warning("rank %d: could not unload the VAE after the decode: %s", self.rank, e)
+
+        return reduce
+
+    def _place_replica(self, device: torch.device) -> None:
+        """Move the model replica to `device` unless it is there. A decode moves it off the GPU (the VAE
+        needs the room, as ComfyUI makes room on rank 0); the next model call brings it back."""
+        if self.replica is None or self.device.type == "cpu":
+            return
+        first = next(self.replica.parameters(), None)
+        if first is not None and first.device != device:
+            self.replica.to(device)
+            if device.type == "cpu":
+                torch.cuda.empty_cache()
+
     def close(self) -> None:
         self.stopping.set()
         self.replica = None
+        self.vae = None
         if dist.is_initialized():
             try:
                 dist.destroy_process_group()

@@ -7,11 +7,6 @@ from comfy_api.latest import io
 from ..ltx.vae_decode import decode_tiled, image_batch
 from .types import CATEGORY, TDP_GROUP
 
-MULTI_GPU_PENDING = (
-    "LTX TDP Tiled VAE Decode: multi-GPU decode arrives with the launcher; disconnect tdp_group to decode "
-    "on this machine"
-)
-
 
 class TiledVAEDecodeNode(io.ComfyNode):
     @classmethod
@@ -23,7 +18,8 @@ class TiledVAEDecodeNode(io.ComfyNode):
             description="Decodes an LTX-Video or LTX-2 video latent in overlapping tiles of space and time, "
             "blended with windows that sum to exactly one, straight into one output buffer in system memory. "
             "Memory stays at one tile's decode plus the frames, so 4K clips fit a 24 GB card. LTX-2 "
-            "audio+video latents: the video part is decoded.",
+            "audio+video latents: the video part is decoded. With a TDP group, the tiles are shared between "
+            "its GPUs.",
             inputs=[
                 io.Vae.Input("vae", tooltip="The LTX video VAE (LTX-Video or LTX-2) that belongs to the model."),
                 io.Latent.Input("samples", tooltip="The video latent to decode (an LTX-2 audio+video latent "
@@ -41,8 +37,10 @@ class TiledVAEDecodeNode(io.ComfyNode):
                              tooltip="Frames that neighbouring chunks share and cross-fade over (rounded up to "
                              "whole latent frames of 8). Must be less than half the temporal tile."),
                 TDP_GROUP.Input("tdp_group", optional=True,
-                                tooltip="Optional: a multi-GPU group from the LTX TDP launcher, to share the "
-                                "tiles between GPUs (not yet supported by this node)."),
+                                tooltip="Optional: a multi-GPU group from the LTX TDP launcher. The tiles go "
+                                "round-robin to its GPUs (the VAE is sent to them the first time) and the frames "
+                                "are summed on this machine: the same result as decoding here alone. Every rank "
+                                "needs system memory for the whole clip's frames."),
             ],
             outputs=[io.Image.Output(tooltip="The decoded frames, every batch's frames one after another.")],
         )
@@ -50,8 +48,6 @@ class TiledVAEDecodeNode(io.ComfyNode):
     @classmethod
     def execute(cls, vae, samples: dict, spatial_tile: int = 768, spatial_overlap: int = 64,
                 temporal_tile: int = 80, temporal_overlap: int = 24, tdp_group=None) -> io.NodeOutput:
-        if tdp_group is not None:
-            raise NotImplementedError(MULTI_GPU_PENDING)
         import comfy.utils
 
         bar = None
@@ -62,6 +58,7 @@ class TiledVAEDecodeNode(io.ComfyNode):
                 bar = comfy.utils.ProgressBar(total)
             bar.update_absolute(done, total)
 
-        frames = decode_tiled(vae, samples["samples"], spatial_tile=spatial_tile, spatial_overlap=spatial_overlap,
-                              temporal_tile=temporal_tile, temporal_overlap=temporal_overlap, progress=progress)
+        decode = tdp_group.decode if tdp_group is not None else decode_tiled
+        frames = decode(vae, samples["samples"], spatial_tile=spatial_tile, spatial_overlap=spatial_overlap,
+                        temporal_tile=temporal_tile, temporal_overlap=temporal_overlap, progress=progress)
         return io.NodeOutput(image_batch(frames))

@@ -233,9 +233,14 @@ def test_peak_memory_grows_by_the_output_size_only_for_2x_and_4x_frames(vae):
     runs = {}
     for frames in sizes:
         x = latent(frames, 2, 3, seed=frames)
-        out, grown = peak_growth(lambda: tiled(vae, x, **settings))
-        runs[frames] = (out.numel() * out.element_size(), grown)
-        del out
+        # Best of two: other processes and the allocator only ever add to a measured peak.
+        peaks = []
+        for _ in range(2):
+            out, grown = peak_growth(lambda: tiled(vae, x, **settings))
+            peaks.append(grown)
+            out_bytes = out.numel() * out.element_size()
+            del out
+        runs[frames] = (out_bytes, min(peaks))
     report = ", ".join(f"{8 * f - 7} frames: output {o / 2**20:.1f} MiB, peak +{p / 2**20:.1f} MiB"
                        for f, (o, p) in runs.items())
     base_out, base_peak = runs[7]
@@ -322,8 +327,19 @@ def test_a_tile_smaller_than_twice_its_overlap_is_refused_before_decoding(vae):
         tiled(vae, latent(2, 2, 2), temporal_tile=16, temporal_overlap=24)
 
 
-def test_a_tdp_group_is_refused_until_the_launcher_wires_it(comfy, vae):
+def test_the_node_decodes_through_a_connected_tdp_group_like_without_one(comfy, vae):
+    """A one-rank group (no worker process) runs the same decode in this process; the multi-GPU cases are in
+    tests/multigpu/test_vae_decode_group.py."""
+    from ltx_tdp.multigpu.group import get_group
+    from ltx_tdp.multigpu.settings import GroupSettings
     from ltx_tdp.nodes.tiled_vae_decode import TiledVAEDecodeNode
 
-    with pytest.raises(NotImplementedError, match="multi-GPU decode arrives with the launcher"):
-        comfy.run_node(TiledVAEDecodeNode, vae=vae, samples={"samples": latent(1, 1, 1)}, tdp_group=object())
+    group = get_group(GroupSettings(devices=("cpu",), backend="gloo"))
+    samples = {"samples": latent(2, 2, 6, seed=4)}
+    settings = dict(spatial_tile=128, spatial_overlap=32, temporal_tile=4096, temporal_overlap=0)
+    try:
+        (want,) = comfy.run_node(TiledVAEDecodeNode, vae=vae, samples=samples, **settings)
+        (got,) = comfy.run_node(TiledVAEDecodeNode, vae=vae, samples=samples, tdp_group=group, **settings)
+    finally:
+        group.shutdown()
+    assert torch.equal(got, want), f"max difference {(got - want).abs().max().item():.3e}"

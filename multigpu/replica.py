@@ -100,6 +100,16 @@ def fill_bucket(bucket: torch.Tensor, index: int, entries: tuple[WeightEntry, ..
             bucket[e.spec.offset:e.spec.offset + e.spec.nbytes].copy_(as_bytes(tensor))
 
 
+def broadcast_buckets(session: Any, entries: tuple[WeightEntry, ...], sizes: tuple[int, ...],
+                      weights: Iterator[tuple[str, torch.Tensor]], what: str) -> None:
+    """Rank 0's half of a weight transfer: fill and broadcast each bucket in turn (one bucket in memory)."""
+    for index, size in enumerate(sizes):
+        bucket = torch.empty(size, dtype=torch.uint8, device=session.comm_device)
+        fill_bucket(bucket, index, entries, weights)
+        session.broadcast(bucket, what)
+        del bucket
+
+
 # -- worker side --------------------------------------------------------------------------------------------
 def restore_model_config(state: tuple[type, dict[str, Any]]) -> Any:
     """The model config from `model_config_bytes`' (class, attributes), without running its __init__."""

@@ -19,7 +19,7 @@ from ..ltx.model_call import TiledModelCall, pack_latents
 from ..ltx.patch import WRAPPER_KEY, check_interrupt, output_dtype, TileProgress
 from ..tiling import TilingError
 from . import protocol as P
-from .replica import fill_bucket, model_config_bytes, model_key, patched_weights, plan_buckets
+from .replica import broadcast_buckets, model_config_bytes, model_key, patched_weights, plan_buckets
 from .session import Session
 
 log = logging.getLogger(__name__)
@@ -85,11 +85,7 @@ def send_model(session: Session, patcher: Any) -> None:
     weights = patched_weights(patcher)
     log.info("LTX TDP: sending the model to %d worker rank(s): %.1f MiB in %d broadcast(s)", len(session.workers),
              sum(sizes) / 2**20, len(sizes))
-    for index, size in enumerate(sizes):
-        bucket = torch.empty(size, dtype=torch.uint8, device=session.comm_device)
-        fill_bucket(bucket, index, entries, weights)
-        session.broadcast(bucket, "while sending the model")
-        del bucket
+    broadcast_buckets(session, entries, sizes, weights, "while sending the model")
     session.wait_acks(seq, "while the workers loaded the model")
     session.done()
     session.model_key = key

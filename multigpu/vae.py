@@ -36,7 +36,7 @@ import torch
 from ..ltx.vae_decode import DECODE_SETTINGS, decode_layout, decode_tiled, vae_scales
 from ..tiling.vae_axes import AxisScale
 from . import protocol as P
-from .replica import fill_bucket, plan_buckets
+from .replica import broadcast_buckets, plan_buckets
 from .settings import TDPGroupError
 
 log = logging.getLogger(__name__)
@@ -137,11 +137,7 @@ def send_vae(session: Any, vae: Any) -> None:
     log.info("LTX TDP: sending the VAE to %d worker rank(s): %.1f MiB in %d broadcast(s)", len(session.workers),
              sum(sizes) / 2**20, len(sizes))
     weights = iter(sd.items())
-    for index, size in enumerate(sizes):
-        bucket = torch.empty(size, dtype=torch.uint8, device=session.comm_device)
-        fill_bucket(bucket, index, entries, weights)
-        session.broadcast(bucket, "while sending the VAE")
-        del bucket
+    broadcast_buckets(session, entries, sizes, weights, "while sending the VAE")
     session.wait_acks(seq, "while the workers loaded the VAE")
     session.done()
     session.vae_key = key

@@ -253,3 +253,35 @@ def test_a_high_first_sigma_warns_that_tiles_can_drift(comfy, model_names, caplo
         ksample(comfy, model, latent, steps=2, denoise=1.0)
     warnings = [r.getMessage() for r in caplog.records if "drift" in r.getMessage()]
     assert warnings and "first sigma is 1.000" in warnings[0], warnings
+
+
+def _sampler_custom_advanced(comfy, model, latent: dict, cfg: float) -> torch.Tensor:
+    (noise,) = comfy.run_node("RandomNoise", noise_seed=5)
+    (guider,) = comfy.run_node("CFGGuider", model=model, positive=conditioning(1), negative=conditioning(2), cfg=cfg)
+    (sampler,) = comfy.run_node("KSamplerSelect", sampler_name="euler")
+    (sigmas,) = comfy.run_node("BasicScheduler", model=model, scheduler="simple", steps=2, denoise=0.5)
+    out, _ = comfy.run_node("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler, sigmas=sigmas,
+                            latent_image=latent)
+    return out["samples"]
+
+
+def _ksampler_advanced(comfy, model, latent: dict, cfg: float) -> torch.Tensor:
+    (out,) = comfy.run_node("KSamplerAdvanced", model=model, add_noise="enable", noise_seed=5, steps=3, cfg=cfg,
+                            sampler_name="dpmpp_2m", scheduler="simple", positive=conditioning(1),
+                            negative=conditioning(2), latent_image=latent, start_at_step=1, end_at_step=3,
+                            return_with_leftover_noise="disable")
+    return out["samples"]
+
+
+@pytest.mark.parametrize("run", [_sampler_custom_advanced, _ksampler_advanced],
+                         ids=["SamplerCustomAdvanced", "KSamplerAdvanced"])
+def test_other_samplers_run_tiled_and_are_bit_identical_at_one_tile(comfy, model_names, run):
+    model = load_ltxv(comfy, model_names)
+    latent = {"samples": randn(1, 128, 2, 6, 8, seed=9)}
+    reference = run(comfy, model, latent, 2.0)
+    assert torch.equal(run(comfy, patch(model, tiling()), latent, 2.0), reference)
+    calls: list = []
+    tiled_model = _probe(patch(model, tiling(height=(2, 2), width=(2, 2))), calls)
+    tiled = run(comfy, tiled_model, latent, 2.0)
+    assert calls and len(calls) % 4 == 0, f"{len(calls)} tile calls: not a whole number of 2x2 passes"
+    assert torch.isfinite(tiled).all() and not torch.equal(tiled, reference)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..ltx.vae_decode import decode_tiled, image_batch
+from ..ltx.vae_decode import DEFAULT_SPATIAL_CONTEXT, decode_tiled, image_batch
 from .types import CATEGORY, TDP_GROUP
 
 
@@ -36,6 +36,10 @@ class TiledVAEDecodeNode(io.ComfyNode):
                 io.Int.Input("temporal_overlap", default=24, min=0, max=4096, step=8,
                              tooltip="Frames that neighbouring chunks share and cross-fade over (rounded up to "
                              "whole latent frames of 8). Must be less than half the temporal tile."),
+                io.Int.Input("context_cells", default=DEFAULT_SPATIAL_CONTEXT, min=0, max=16, optional=True,
+                             tooltip="Extra latent cells (32 px each) every tile decodes around itself and then "
+                             "crops away, so the decoder sees past the tile's edge. More context comes closer to an "
+                             "untiled decode and costs time; raise it if you see seams."),
                 TDP_GROUP.Input("tdp_group", optional=True,
                                 tooltip="Optional: a multi-GPU group from the LTX TDP launcher. The tiles go "
                                 "round-robin to its GPUs (the VAE is sent to them the first time) and the frames "
@@ -47,7 +51,8 @@ class TiledVAEDecodeNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, vae, samples: dict, spatial_tile: int = 768, spatial_overlap: int = 64,
-                temporal_tile: int = 80, temporal_overlap: int = 24, tdp_group=None) -> io.NodeOutput:
+                temporal_tile: int = 80, temporal_overlap: int = 24, context_cells: int = DEFAULT_SPATIAL_CONTEXT,
+                tdp_group=None) -> io.NodeOutput:
         import comfy.utils
 
         bar = None
@@ -60,5 +65,6 @@ class TiledVAEDecodeNode(io.ComfyNode):
 
         decode = tdp_group.decode if tdp_group is not None else decode_tiled
         frames = decode(vae, samples["samples"], spatial_tile=spatial_tile, spatial_overlap=spatial_overlap,
-                        temporal_tile=temporal_tile, temporal_overlap=temporal_overlap, progress=progress)
+                        temporal_tile=temporal_tile, temporal_overlap=temporal_overlap,
+                        spatial_context=context_cells, progress=progress)
         return io.NodeOutput(image_batch(frames))

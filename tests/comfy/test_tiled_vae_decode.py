@@ -115,6 +115,21 @@ def test_the_node_output_is_bit_identical_to_vae_decode_node_for_one_tile(comfy,
     assert torch.equal(got, want), f"max difference {(got - want).abs().max().item():.3e}"
 
 
+def test_the_nodes_context_cells_input_reaches_the_decode(comfy, vae):
+    from ltx_tdp.ltx.vae_decode import image_batch
+    from ltx_tdp.nodes.tiled_vae_decode import TiledVAEDecodeNode
+
+    x = latent(2, 4, 6, seed=2)
+    settings = dict(spatial_tile=96, spatial_overlap=32, temporal_tile=4096, temporal_overlap=0)
+    results = {}
+    for cells in (1, 3):
+        (got,) = comfy.run_node(TiledVAEDecodeNode, vae=vae, samples={"samples": x}, context_cells=cells,
+                                **settings)
+        assert torch.equal(got, image_batch(tiled(vae, x, spatial_context=cells, **settings))), cells
+        results[cells] = got
+    assert not torch.equal(results[1], results[3]), "context_cells changed nothing"
+
+
 def test_spatial_tiles_with_context_at_least_the_decoders_reach_match_untiled_without_seams(vae):
     from ltx_tdp.ltx.vae_decode import plan_decode, vae_scales
 

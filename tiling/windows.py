@@ -28,15 +28,16 @@ def window_1d(interval: Interval, device: torch.device | str | None = None) -> t
 def window_nd(intervals: Sequence[Interval], device: torch.device | str | None = None) -> torch.Tensor:
     """Outer product of the 1-D windows: the separable mask of one tile, shape = the tile's shape.
 
-    Windows are cached per (intervals, device): every model call of a sampling run reuses them. The
-    returned tensor is shared; treat it as read-only.
+    The 1-D windows are cached per (interval, device), so every model call of a sampling run reuses them;
+    the N-D product is built per call and never cached (a pixel tile of a 4K decode is hundreds of MiB).
     """
-    return _window_nd_cached(tuple(intervals), str(torch.device(device)) if device is not None else "cpu")
-
-
-@functools.lru_cache(maxsize=512)
-def _window_nd_cached(intervals: tuple[Interval, ...], device: str) -> torch.Tensor:
+    key = str(torch.device(device)) if device is not None else "cpu"
     out = torch.ones((), dtype=torch.float32, device=device)
     for interval in intervals:
-        out = out.unsqueeze(-1) * window_1d(interval, device)
+        out = out.unsqueeze(-1) * _window_1d_cached(interval, key)
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _window_1d_cached(interval: Interval, device: str) -> torch.Tensor:
+    return window_1d(interval, device)

@@ -63,9 +63,18 @@ class TDPModelWrapper:
         if self.runner is not None:
             return self.runner(call, run_tile, {"t": t, "c_crossattn": c_crossattn, "control": control,
                                                 "transformer_options": transformer_options})
-        progress = TileProgress(len(call.tiles), transformer_options)
-        flat = call.partial(run_tile, before_tile=check_interrupt, on_tile=progress.tile_done)
-        return call.finish(flat, output_dtype(x))
+        return run_tiles_here(call, run_tile, transformer_options)
+
+
+def run_tiles_here(call: TiledModelCall, run_tile: Callable[[torch.Tensor, dict[str, Any]], torch.Tensor],
+                   transformer_options: dict[str, Any]) -> torch.Tensor:
+    """Every tile of `call` in this process, one after another: the blended x0 of the whole call.
+
+    Progress counts tile passes over the sampling run; an interrupt is honoured before each tile.
+    """
+    progress = TileProgress(len(call.tiles), transformer_options)
+    flat = call.partial(run_tile, before_tile=check_interrupt, on_tile=progress.tile_done)
+    return call.finish(flat, output_dtype(call.video))
 
 
 def output_dtype(x: torch.Tensor) -> torch.dtype:

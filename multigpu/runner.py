@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..ltx.model_call import TiledModelCall, pack_latents
-from ..ltx.patch import WRAPPER_KEY, check_interrupt, output_dtype, TileProgress
+from ..ltx.patch import WRAPPER_KEY, TileProgress, check_interrupt, output_dtype, run_tiles_here
 from ..tiling import TilingError
 from . import protocol as P
 from .replica import broadcast_buckets, model_config_bytes, model_key, patched_weights, plan_buckets
@@ -163,17 +163,6 @@ class ModelRunner:
         session = self.group.session()
         with session.lock:
             if session.world == 1:
-                return _single(call, run_tile, ctx)
-            try:
+                return run_tiles_here(call, run_tile, ctx["transformer_options"])
+            with session.exchange("a model call"):
                 return model_call(session, active, call, run_tile, ctx)
-            except BaseException:
-                if session.pending is not None and not session.closed:
-                    log.error("LTX TDP: a model call broke off mid-exchange; stopping the worker group")
-                    session.close(kill=True)
-                raise
-
-
-def _single(call: TiledModelCall, run_tile: Callable, ctx: dict[str, Any]) -> torch.Tensor:
-    progress = TileProgress(len(call.tiles), ctx["transformer_options"])
-    flat = call.partial(run_tile, before_tile=check_interrupt, on_tile=progress.tile_done)
-    return call.finish(flat, output_dtype(call.video))

@@ -14,13 +14,14 @@ Invariants:
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +300,18 @@ class Session:
         self.close(kill=True)
         return TDPGroupError(f"LTX TDP multi-GPU group failed {what}: {'; '.join(problems)}. The workers were "
                              "stopped; the next prompt starts a fresh group.")
+
+    @contextlib.contextmanager
+    def exchange(self, what: str) -> Iterator[None]:
+        """Run one rank-0 exchange (a model call, a decode). If it breaks off while a message is pending,
+        the ranks are out of step: the group is stopped (workers killed) before the error goes on."""
+        try:
+            yield
+        except BaseException:
+            if self.pending is not None and not self.closed:
+                log.error("LTX TDP: %s broke off mid-exchange; stopping the worker group", what)
+                self.close(kill=True)
+            raise
 
     # -- end ----------------------------------------------------------------------------------------------
     def close(self, kill: bool = False) -> None:

@@ -198,14 +198,8 @@ def group_decode(group: Any, vae: Any, samples: Any, progress: ProgressCallback 
     with session.lock:
         if session.world == 1:
             return decode_tiled(vae, samples, progress=progress, **settings)
-        try:
-            with torch.inference_mode():
-                return decode(session, vae, samples, settings, progress)
-        except BaseException:
-            if session.pending is not None and not session.closed:
-                log.error("LTX TDP: a tiled VAE decode broke off mid-exchange; stopping the worker group")
-                session.close(kill=True)
-            raise
+        with session.exchange("a tiled VAE decode"), torch.inference_mode():
+            return decode(session, vae, samples, settings, progress)
 
 
 # -- worker -------------------------------------------------------------------------------------------------

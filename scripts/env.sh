@@ -2,7 +2,10 @@
 # Builds (once) and prints the test runtime: a virtual environment with the pinned torch, a ComfyUI tree,
 # ComfyUI's own requirements and the test tools. Sourced by scripts/test.sh and scripts/run_example.sh.
 #
-#   COMFYUI_DIR   use this ComfyUI checkout instead of the pinned 0.3.75 tree (e.g. a current one with LTX-2)
+#   COMFYUI_DIR   use this ComfyUI checkout in place instead of the pinned 0.3.75 tree (e.g. a current one
+#                 with LTX-2); tests never write into it, but ComfyUI itself may
+#   COMFYUI_SRC   a ComfyUI source tree to test against, read-only: copied once into the cache (keyed by its
+#                 version and a hash of its file list) and used from there (CI: ComfyUI 0.24.0)
 #   LTX_TDP_CACHE where environments and the ComfyUI tree live (default ~/.cache/ltx-tdp), outside the
 #                 checkout so that a second run on the same machine takes seconds.
 #
@@ -25,6 +28,21 @@ flock 9
 # 1. The ComfyUI tree.
 if [ -n "${COMFYUI_DIR:-}" ]; then
   TDP_COMFYUI_DIR="$(cd "$COMFYUI_DIR" && pwd)"
+elif [ -n "${COMFYUI_SRC:-}" ]; then
+  [ -f "$COMFYUI_SRC/main.py" ] || { _tdp_log "COMFYUI_SRC=$COMFYUI_SRC holds no ComfyUI (no main.py)"; exit 2; }
+  _src="$(cd "$COMFYUI_SRC" && pwd)"
+  _ver="$(sed -n 's/^__version__ *= *["'"'"']\([^"'"'"']*\).*/\1/p' "$_src/comfyui_version.py" 2>/dev/null)"
+  _hash="$( (cd "$_src" && find . -path ./.git -prune -o -type f -printf '%P %s\n' | LC_ALL=C sort) | sha256sum | cut -c1-10)"
+  TDP_COMFYUI_DIR="$_tdp_cache/comfyui-${_ver:-unknown}-$_hash"
+  if [ ! -f "$TDP_COMFYUI_DIR/.complete" ]; then
+    _tdp_log "copying ComfyUI ${_ver:-(unknown version)} from $_src into $TDP_COMFYUI_DIR (the source stays untouched)"
+    rm -rf "$TDP_COMFYUI_DIR" "$TDP_COMFYUI_DIR.tmp"
+    cp -r "$_src" "$TDP_COMFYUI_DIR.tmp"
+    chmod -R u+w "$TDP_COMFYUI_DIR.tmp"
+    rm -f "$TDP_COMFYUI_DIR.tmp/extra_model_paths.yaml"
+    mv "$TDP_COMFYUI_DIR.tmp" "$TDP_COMFYUI_DIR"
+    touch "$TDP_COMFYUI_DIR/.complete"
+  fi
 else
   TDP_COMFYUI_DIR="$_tdp_cache/comfyui-0.3.75"
   if [ ! -f "$TDP_COMFYUI_DIR/.complete" ]; then

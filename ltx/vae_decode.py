@@ -180,7 +180,54 @@ def decode_layout(
     return latent, plan, (latent.shape[0], *plan.pixel_shape, out_channels)
 
 
-def decode_tiled(
+class TiledDecode:
+    """One prepared tiled decode: its plan, its output shape and the decode of any one of its tiles.
+
+    Built by `prepare_decode`, which has checked the latent, the VAE and the layout and drawn the decode
+    noise field. `decode_tile(tile)` returns tile `tile` of `plan.pixels` as processed pixels (after
+    `vae.process_output`), unweighted, shaped (batch, channels, *tile.shape), on the compute device; the
+    window-weighted sum of every tile's result is the tiled decode (`decode_tiled`). The VAE is loaded on
+    its device at the first tile.
+    """
+
+    def __init__(self, vae: Any, source: torch.Tensor, plan: VaeDecodePlan, output_shape: tuple[int, ...],
+                 timestep_conditioned: bool, timestep: float):
+        self.vae = vae
+        self.source = source
+        self.plan = plan
+        self.output_shape = output_shape
+        self.scales = plan.scales
+        self.timestep_conditioned = timestep_conditioned
+        self.timestep = timestep
+        self._loaded = False
+
+    def load(self) -> None:
+        """Load the VAE on its device with room for the largest tile (ComfyUI's model management)."""
+        import comfy.model_management as mm
+
+        vae = self.vae
+        largest = (self.source.shape[0], self.source.shape[1], *self.plan.largest_source())
+        mm.load_models_gpu([vae.patcher], memory_required=vae.memory_used_decode(largest, vae.vae_dtype),
+                           force_full_load=bool(getattr(vae, "disable_offload", False)))
+        self._loaded = True
+
+    def decode_tile(self, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, on the compute device."""
+        import comfy.model_management as mm
+
+        if not self._loaded:
+            self.load()
+        vae, src = self.vae, self.plan.source(tile)
+        device_context = getattr(mm, "cuda_device_context", None)
+        with torch.inference_mode():
+            with device_context(vae.device) if device_context is not None else contextlib.nullcontext():
+                block = _decode_block(vae, self.source[(Ellipsis, *src.latent)], self.timestep_conditioned,
+                                      self.timestep)
+            _check_block(block, src, self.scales)
+            return vae.process_output(block[(Ellipsis, *src.crop)].float())
+
+
+def prepare_decode(
     vae: Any,
     samples: Any,
     *,
@@ -191,37 +238,20 @@ def decode_tiled(
     spatial_context: int = DEFAULT_SPATIAL_CONTEXT,
     temporal_context: int = DEFAULT_TEMPORAL_CONTEXT,
     seed: int = 0,
-    progress: ProgressCallback | None = None,
-    rank: int = 0,
-    world: int = 1,
-    before_tile: Callable[[], None] | None = None,
-) -> torch.Tensor:
-    """Decode a video latent tile by tile into a (batch, frames, height, width, channels) fp32 CPU tensor.
+) -> TiledDecode:
+    """A `TiledDecode` for these settings (every name of DECODE_SETTINGS): checked and planned, nothing decoded.
 
-    Invariants: with `world == 1` the result covers every pixel once with window weights summing to one
-    (one tile covering everything returns exactly what `vae.decode` returns); with `world > 1` it is the
-    window-weighted sum of the tiles `rank` owns (round-robin), and the ranks' results sum to the full
-    decode. The output is allocated once; each tile's decode is the only other large allocation. Decode
-    noise of timestep-conditioned VAEs comes from one field seeded by `seed`, so overlaps see the same
-    noise. Interrupts are checked before every tile, then `before_tile()` runs (a worker rank's stop check).
+    Decode noise of timestep-conditioned VAEs is drawn here once for the whole latent from `seed`, so every
+    tile (on any rank) slices the same field. Raises VaeDecodeError or tiling.TilingError like `decode_tiled`.
     """
-    import comfy.model_management as mm
-
-    latent, plan, (batch, frames, height, width, out_channels) = decode_layout(
+    latent, plan, shape = decode_layout(
         vae, samples, spatial_tile=spatial_tile, spatial_overlap=spatial_overlap, temporal_tile=temporal_tile,
         temporal_overlap=temporal_overlap, spatial_context=spatial_context, temporal_context=temporal_context)
-    scales = vae_scales(vae)
     model = vae.first_stage_model
     timestep_conditioned, noise_scale, timestep = _decode_noise(model)
     if any(getattr(m, "inject_noise", False) for m in model.decoder.modules()):
         log.warning("this VAE's decoder injects its own unseeded noise inside its blocks; tile overlaps will "
                     "not see identical noise there")
-
-    mine = plan.pixels.tiles_for_rank(rank, world)
-    log.info("tiled VAE decode: latent %s -> %d x %d x %d px, %s tiles (frames x height x width), rank %d/%d "
-             "decodes %d", tuple(latent.shape), frames, height, width, " x ".join(map(str, plan.pixels.counts)),
-             rank, world, len(mine))
-
     with torch.inference_mode():
         source = latent.detach().to(device="cpu")
         if timestep_conditioned:
@@ -229,33 +259,57 @@ def decode_tiled(
             noise = torch.randn(source.shape, generator=gen, dtype=torch.float32)
             source = noise * noise_scale + (1.0 - noise_scale) * source.float()
             del noise
-        images = torch.zeros((batch, frames, height, width, out_channels), dtype=torch.float32)
-        largest = (batch, latent.shape[1], *plan.largest_source())
-        mm.load_models_gpu([vae.patcher], memory_required=vae.memory_used_decode(largest, vae.vae_dtype),
-                           force_full_load=bool(getattr(vae, "disable_offload", False)))
-        device_context = getattr(mm, "cuda_device_context", None)
+    return TiledDecode(vae, source, plan, shape, timestep_conditioned, timestep)
 
-        def evaluate(tile: Tile) -> torch.Tensor:
-            src = plan.source(tile)
-            with device_context(vae.device) if device_context is not None else contextlib.nullcontext():
-                block = _decode_block(vae, source[(Ellipsis, *src.latent)], timestep_conditioned, timestep)
-            _check_block(block, src, scales)
-            pixels = block[(Ellipsis, *src.crop)].to(device="cpu", dtype=torch.float32)
-            del block
-            return vae.process_output(pixels)
 
-        def check(tile: Tile) -> None:
-            mm.throw_exception_if_processing_interrupted()
-            if before_tile is not None:
-                before_tile()
+def decode_tiled(
+    vae: Any,
+    samples: Any,
+    *,
+    progress: ProgressCallback | None = None,
+    rank: int = 0,
+    world: int = 1,
+    before_tile: Callable[[], None] | None = None,
+    **settings: int,
+) -> torch.Tensor:
+    """Decode a video latent tile by tile into a (batch, frames, height, width, channels) fp32 CPU tensor.
 
-        def on_tile(done: int, total: int, tile: Tile) -> None:
-            if progress is not None:
-                progress(done, total)
+    `settings` are those of DECODE_SETTINGS (see `prepare_decode`). Invariants: with `world == 1` the result
+    covers every pixel once with window weights summing to one (one tile covering everything returns exactly
+    what `vae.decode` returns); with `world > 1` it is the window-weighted sum of the tiles `rank` owns
+    (round-robin), and the ranks' results sum to the full decode. The output is allocated once; each tile's
+    decode is the only other large allocation. Decode noise of timestep-conditioned VAEs comes from one field
+    seeded by `seed`, so overlaps see the same noise. Interrupts are checked before every tile, then
+    `before_tile()` runs (a worker rank's stop check).
+    """
+    import comfy.model_management as mm
 
+    unknown = sorted(set(settings) - set(DECODE_SETTINGS))
+    if unknown:
+        raise TypeError(f"unknown decode settings {', '.join(unknown)}; expected some of {', '.join(DECODE_SETTINGS)}")
+    job = prepare_decode(vae, samples, **settings)
+    plan = job.plan
+    batch, frames, height, width, _ = job.output_shape
+    mine = plan.pixels.tiles_for_rank(rank, world)
+    log.info("tiled VAE decode: latent %s -> %d x %d x %d px, %s tiles (frames x height x width), rank %d/%d "
+             "decodes %d", tuple(job.source.shape), frames, height, width,
+             " x ".join(map(str, plan.pixels.counts)), rank, world, len(mine))
+
+    images = torch.zeros(job.output_shape, dtype=torch.float32)
+
+    def check(tile: Tile) -> None:
+        mm.throw_exception_if_processing_interrupted()
+        if before_tile is not None:
+            before_tile()
+
+    def on_tile(done: int, total: int, tile: Tile) -> None:
+        if progress is not None:
+            progress(done, total)
+
+    with torch.inference_mode():
         # blend_tiles sums over trailing (frames, height, width) axes: hand it the channels-first view of
         # the channels-last output, so the result needs no copy to become ComfyUI's IMAGE layout.
-        blend_tiles(plan.pixels, evaluate, rank=rank, world=world, out=images.permute(0, 4, 1, 2, 3),
+        blend_tiles(plan.pixels, job.decode_tile, rank=rank, world=world, out=images.permute(0, 4, 1, 2, 3),
                     before_tile=check, on_tile=on_tile)
     return images
 

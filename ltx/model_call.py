@@ -13,32 +13,29 @@ needs exactly one all_reduce); `finish(buffer)` turns the summed buffer into the
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..tiling import AXES, Tile, TileCountConfig, TilePlan, TilingError, blend_tiles, conditioning_keep_mask, conditioning_weights, plan_tiles
+from .audio import AUDIO_AVERAGE, AUDIO_HELD, pack_latents, unpack_latents
+from .guide_masks import latent_weights
 from .positions import grid_shift, shifted_grid
 
 log = logging.getLogger(__name__)
-
-AUDIO_FROZEN = "frozen (stage-1 audio, recommended)"
-AUDIO_AVERAGE = "average across tiles (upstream)"
-AUDIO_MODES = (AUDIO_FROZEN, AUDIO_AVERAGE)
 
 ModelCall = Callable[[torch.Tensor, dict[str, Any]], torch.Tensor]
 
 
 @dataclass(frozen=True)
 class TDPSettings:
-    """What the TDP patcher node configures."""
+    """What the TDP patcher node configures. `audio_mode` is one of ltx.audio.AUDIO_MODES."""
 
     tiling: TileCountConfig
     normalize_positions: bool = True
-    audio_mode: str = AUDIO_FROZEN
+    audio_mode: str = AUDIO_HELD
 
 
 @dataclass(frozen=True)
@@ -54,21 +51,6 @@ class ModelGeometry:
         if axis == 0 and self.causal_time:
             return float(max(s * start + 1 - s, 0)), float(max(s * end + 1 - s, 0))
         return float(s * start), float(s * end)
-
-
-def pack_latents(parts: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Flatten each (B, ...) latent and join them along the last axis: ComfyUI's packed (B, 1, N) layout."""
-    return torch.cat([p.reshape(p.shape[0], 1, -1) for p in parts], dim=-1)
-
-
-def unpack_latents(packed: torch.Tensor, shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:
-    """Inverse of `pack_latents` for the given per-latent shapes (views where possible)."""
-    parts, at = [], 0
-    for shape in shapes:
-        n = math.prod(shape[1:])
-        parts.append(packed[:, :, at:at + n].reshape(packed.shape[0], *shape[1:]))
-        at += n
-    return parts
 
 
 def _crop(t: torch.Tensor, frames: slice | list[int] | torch.Tensor, hs: slice, ws: slice) -> torch.Tensor:
@@ -155,10 +137,13 @@ class TiledModelCall:
         return keep, weights
 
     def _guide_entries(self, kept: torch.Tensor, hs: slice, ws: slice, tile_hw: tuple[int, int]) -> list[dict] | None:
+        """The guide attention entries of one tile: per guide, the count, latent shape and attention mask of
+        the guide tokens the tile keeps (guides it keeps nothing of are left out, as the model expects)."""
         entries = self.kwargs.get("guide_attention_entries")
         if not entries:
             return entries
         _, _, _, h, w = self.video.shape
+        whole_grid = tuple(tile_hw) == (h, w)
         out, frame = [], 0
         for entry in entries:
             n_frames = int(entry["pre_filter_count"]) // (h * w)
@@ -167,14 +152,19 @@ class TiledModelCall:
             n_kept = int(mine.sum())
             if n_kept == 0:
                 continue
+            if whole_grid and n_kept == n_frames:
+                out.append(entry)
+                continue
             new = dict(entry)
             new["pre_filter_count"] = n_kept * tile_hw[0] * tile_hw[1]
-            if "latent_shape" in entry and entry["latent_shape"] is not None:
+            latent_shape = entry.get("latent_shape")
+            if latent_shape is not None:
                 new["latent_shape"] = [n_kept, tile_hw[0], tile_hw[1]]
             mask = entry.get("pixel_mask")
-            if mask is not None:
-                idx = torch.nonzero(mine).flatten().to(mask.device)
-                new["pixel_mask"] = _crop(mask, idx, hs, ws)
+            if mask is not None and latent_shape is not None:
+                weights = latent_weights(mask, (n_frames, h, w))
+                idx = torch.nonzero(mine).flatten().to(weights.device)
+                new["pixel_mask"] = weights[:, :, idx][..., hs, ws]
             out.append(new)
         return out
 
@@ -278,7 +268,8 @@ class TiledModelCall:
                 extras.append(flat[at:at + e.numel()].view(e.shape).to(dtype))
                 at += e.numel()
         else:
-            # Frozen: x0 equal to the input leaves the audio where it is at every step; the outer-sample
-            # hook then hands back the audio latent that entered the stage, bit for bit.
+            # Held: the sampler's denoise mask is 0 on the audio, so the audio these tiles saw is the clean
+            # input and ComfyUI replaces whatever x0 is returned for it by that input; returning the input
+            # keeps the audio exactly where it is (ltx.audio).
             extras = [e.to(dtype) for e in self.extras]
         return pack_latents([video, *extras])

@@ -2,7 +2,7 @@
 
 * APPLY_MODEL wrapper: every model call runs per tile (ltx.model_call) and returns the blended x0.
 * OUTER_SAMPLE wrapper: warns when the first sigma is high enough for tiles to drift apart, and in the
-  frozen audio mode hands back the audio latent that entered the stage, bit for bit.
+  held audio mode (LTX-2) makes the audio clean conditioning for the whole stage (ltx.audio).
 * object patch `diffusion_model.patchifier`: per-tile positions (ltx.positions).
 """
 
@@ -15,7 +15,10 @@ from typing import Any
 import torch
 
 from ..tiling import TilingError
-from .model_call import AUDIO_FROZEN, ModelGeometry, TDPSettings, TiledModelCall, pack_latents, unpack_latents
+from .audio import AUDIO_HELD, audio_not_ready, has_audio, held_denoise_mask, restore_audio
+from ..tiling.seam import LOCAL, BeforeTile, TileGroup
+from .model_call import ModelGeometry, TDPSettings, TiledModelCall
+from .model_job import ModelJob
 from .positions import ShiftedGridPatchifier
 
 log = logging.getLogger(__name__)
@@ -24,8 +27,8 @@ WRAPPER_KEY = "ltx_tdp"
 DRIFT_WARNING_SIGMA = 0.8
 """A first sigma above this re-injects enough noise for tiles to drift apart (upstream stage 2 starts at 0.625)."""
 
-# A group (multigpu) can take over the per-tile loop; it is handed the call and the plain executor.
-TileRunner = Callable[[TiledModelCall, Callable[[torch.Tensor, dict[str, Any]], torch.Tensor], dict[str, Any]], torch.Tensor]
+TileRunner = TileGroup
+"""A group whose ranks share every model call's tiles (multigpu's, for one MODEL); None: this process alone."""
 
 
 def ltx_diffusion_model(model_patcher: Any) -> Any:
@@ -60,20 +63,33 @@ class TDPModelWrapper:
         def run_tile(x_tile: torch.Tensor, kw: dict[str, Any]) -> torch.Tensor:
             return executor(x_tile, t, c_concat, c_crossattn, control, transformer_options, **kw)
 
-        if self.runner is not None:
-            return self.runner(call, run_tile, {"t": t, "c_crossattn": c_crossattn, "control": control,
-                                                "transformer_options": transformer_options})
-        return run_tiles_here(call, run_tile, transformer_options)
+        if self.runner is None:
+            return run_tiles_here(call, run_tile, transformer_options)
+        job = ModelJob.of(call, x, t, c_crossattn, control, transformer_options, WRAPPER_KEY)
+        return run_tiles_here(call, run_tile, transformer_options, self.runner, job)
 
 
 def run_tiles_here(call: TiledModelCall, run_tile: Callable[[torch.Tensor, dict[str, Any]], torch.Tensor],
-                   transformer_options: dict[str, Any]) -> torch.Tensor:
-    """Every tile of `call` in this process, one after another: the blended x0 of the whole call.
+                   transformer_options: dict[str, Any], group: TileGroup = LOCAL, job: Any = None) -> torch.Tensor:
+    """This process's tiles of `call`, one after another, summed over `group`: the blended x0 of the whole call.
 
-    Progress counts tile passes over the sampling run; an interrupt is honoured before each tile.
+    The one tile loop of a model call: alone (LOCAL) this process runs every tile; in a group it runs its
+    round-robin share while the other ranks run `job`. Progress counts tile passes over the sampling run;
+    an interrupt is honoured before each tile and once more when the group's sum is in.
     """
     progress = TileProgress(len(call.tiles), transformer_options)
-    flat = call.partial(run_tile, before_tile=check_interrupt, on_tile=progress.tile_done)
+
+    def partial(rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
+        def before(tile: Any) -> None:
+            check_interrupt()
+            if before_tile is not None:
+                before_tile(tile)
+
+        return call.partial(run_tile, rank, world, before_tile=before, on_tile=progress.share(world))
+
+    flat = group.reduce(job, partial)
+    check_interrupt()
+    progress.finish()
     return call.finish(flat, output_dtype(call.video))
 
 
@@ -111,8 +127,23 @@ class TileProgress:
         if self.bar is not None:
             self.bar.update_absolute(self.step * self.n_tiles + done)
 
+    def share(self, world: int) -> Callable[[int, int, Any], None]:
+        """on_tile for a rank running 1/world of the tiles: its done-count stands for about world times as many."""
+        return lambda done, total, tile: self.tile_done(min(done * world, self.n_tiles), self.n_tiles, tile)
+
+    def finish(self) -> None:
+        """Every tile of this call is blended (on every rank)."""
+        self.tile_done(self.n_tiles, self.n_tiles, None)
+
 
 def outer_sample_wrapper(settings: TDPSettings):
+    """The OUTER_SAMPLE wrapper: the drift warning, and for LTX-2 in held mode the audio as clean conditioning.
+
+    Held mode hands the sampler a denoise mask that is 0 on the audio (ltx.audio.held_denoise_mask): every
+    model call then sees the clean input audio at timestep 0 and every x0 the sampler reports carries it.
+    The audio part of the output is the input's, bit for bit (the sampler's last step alone could round it).
+    """
+
     def wrapper(executor, noise, latent_image, sampler, sigmas, denoise_mask=None, callback=None,
                 disable_pbar=False, seed=None, latent_shapes=None, **kwargs):
         if sigmas is not None and len(sigmas) and float(sigmas[0]) > DRIFT_WARNING_SIGMA:
@@ -120,12 +151,24 @@ def outer_sample_wrapper(settings: TDPSettings):
                 "LTX TDP: the first sigma is %.3f. Tiles denoised from this much noise can drift apart into "
                 "unrelated content; use TDP as an upscale stage with a low first sigma (upstream: 0.625, 0.4, 0).",
                 float(sigmas[0]))
+        held = settings.audio_mode == AUDIO_HELD and has_audio(latent_shapes)
+        if held:
+            reason = audio_not_ready(latent_image, latent_shapes, sigmas)
+            if reason is not None:
+                log.warning(
+                    "LTX TDP: audio_mode 'held' keeps the audio of this sampler exactly as it enters, but %s: "
+                    "the audio that leaves this stage will be that, not generated audio. Put the TDP patcher on "
+                    "the upscale (second) stage only, after a stage that generated the audio, or set audio_mode "
+                    "to 'average'.", reason)
+            guider = getattr(executor, "class_obj", None)
+            device = getattr(getattr(guider, "model_patcher", None), "load_device", None)
+            if device is None:
+                device = denoise_mask.device if denoise_mask is not None else latent_image.device
+            denoise_mask = held_denoise_mask(denoise_mask, latent_shapes, latent_image.shape[0], device)
         out = executor(noise, latent_image, sampler, sigmas, denoise_mask, callback, disable_pbar, seed,
                        latent_shapes=latent_shapes, **kwargs)
-        if settings.audio_mode == AUDIO_FROZEN and latent_shapes is not None and len(latent_shapes) > 1:
-            parts_out = unpack_latents(out, latent_shapes)
-            parts_in = unpack_latents(latent_image.to(out.device, out.dtype), latent_shapes)
-            out = pack_latents([parts_out[0], *parts_in[1:]])
+        if held:
+            out = restore_audio(out, latent_image, latent_shapes)
         return out
 
     return wrapper

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..ltx.model_call import AUDIO_MODES, TDPSettings
+from ..ltx.audio import AUDIO_HELD, AUDIO_MODES, LEGACY_AUDIO_MODES, audio_mode as audio_mode_value
+from ..ltx.model_call import TDPSettings
 from ..ltx.patch import apply_tdp
 from .types import CATEGORY, TDP_GROUP, TILING
 
@@ -27,11 +28,14 @@ class TDPModelPatcherNode(io.ComfyNode):
                 io.Boolean.Input("normalize_positions", default=True,
                                  tooltip="Give every tile positions that start at zero, as the model saw in "
                                  "training (recommended). Off: tiles keep their positions in the full frame."),
-                io.Combo.Input("audio_mode", options=list(AUDIO_MODES), default=AUDIO_MODES[0],
-                               tooltip="LTX-2 audio is not tiled. frozen: the audio latent leaves this stage "
-                               "exactly as it entered (take audio from stage 1). average: every tile pass "
-                               "predicts audio and the predictions are averaged (upstream behaviour; not a "
-                               "meaningful audio result)."),
+                io.Combo.Input("audio_mode", options=list(AUDIO_MODES), default=AUDIO_HELD,
+                               tooltip="LTX-2 audio is not tiled. held (recommended): for the whole stage the "
+                               "stage-1 audio is clean conditioning (its timestep is 0, every tile sees it) and it "
+                               "leaves this stage exactly as it entered, through output and denoised_output. "
+                               "Needs audio from an earlier stage: patch the upscale stage only. average: every "
+                               "tile pass predicts audio and the predictions are averaged (upstream LTX-2's "
+                               "behaviour, for comparison; not a meaningful audio result). Workflows saved with "
+                               "'frozen (...)' load as held."),
                 TDP_GROUP.Input("tdp_group", optional=True,
                                 tooltip="Optional: a multi-GPU group from LTX TDP Multi-GPU Launcher. Its ranks "
                                 "share the tiles round-robin. Without it, tiles run one after another here."),
@@ -40,8 +44,16 @@ class TDPModelPatcherNode(io.ComfyNode):
         )
 
     @classmethod
-    def execute(cls, model, tiling, normalize_positions: bool = True, audio_mode: str = AUDIO_MODES[0],
+    def validate_inputs(cls, audio_mode: str = AUDIO_HELD) -> bool | str:
+        # Taking over audio_mode's check lets workflows saved with earlier labels ("frozen (...)") load.
+        if audio_mode in AUDIO_MODES or audio_mode in LEGACY_AUDIO_MODES:
+            return True
+        return f"audio_mode must be one of {', '.join(AUDIO_MODES)}; got {audio_mode!r}"
+
+    @classmethod
+    def execute(cls, model, tiling, normalize_positions: bool = True, audio_mode: str = AUDIO_HELD,
                 tdp_group=None) -> io.NodeOutput:
-        settings = TDPSettings(tiling=tiling, normalize_positions=normalize_positions, audio_mode=audio_mode)
+        settings = TDPSettings(tiling=tiling, normalize_positions=normalize_positions,
+                               audio_mode=audio_mode_value(audio_mode))
         runner = tdp_group.model_runner(model) if tdp_group is not None else None
         return io.NodeOutput(apply_tdp(model, settings, runner))

@@ -27,11 +27,11 @@ def _tdp(model, audio_mode: str, group=None):
                      group.model_runner(model) if group else None)
 
 
-@pytest.mark.parametrize("mode", ["frozen", "average"])
+@pytest.mark.parametrize("mode", ["held", "average"])
 def test_audio_video_ksampler_over_2_ranks_equals_single_process(comfy, ltxav, group_factory, mode):
-    from ltx_tdp.ltx.model_call import AUDIO_AVERAGE, AUDIO_FROZEN
+    from ltx_tdp.ltx.audio import AUDIO_AVERAGE, AUDIO_HELD
 
-    audio_mode = AUDIO_FROZEN if mode == "frozen" else AUDIO_AVERAGE
+    audio_mode = AUDIO_HELD if mode == "held" else AUDIO_AVERAGE
     (latent,) = comfy.run_node("LTXVConcatAVLatent", video_latent={"samples": randn(1, 128, 2, 8, 8, seed=1)},
                                audio_latent={"samples": randn(1, 8, 5, 16, seed=2), "type": "audio"})
     kw = dict(denoise=0.4, positive=conditioning(1, dim=CONTEXT_DIM), negative=conditioning(2, dim=CONTEXT_DIM))

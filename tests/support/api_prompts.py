@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-AUDIO_MODE_FROZEN = "frozen (stage-1 audio, recommended)"
+AUDIO_MODE_HELD = "held"
 """The patcher's default audio_mode option (only LTX-2 latents carry audio)."""
 
 STAGE2_DENOISE = 0.15
@@ -57,7 +57,7 @@ def tdp_upscale_prompt(*, unet_name: str, vae_name: str, width: int, height: int
                               "width_tiles": w_tiles, "width_overlap": overlap if w_tiles > 1 else 0}},
         "tdp": {"class_type": "LTXTDPModelPatcher",
                 "inputs": {"model": ["unet", 0], "tiling": ["tiling", 0], "normalize_positions": True,
-                           "audio_mode": AUDIO_MODE_FROZEN}},
+                           "audio_mode": AUDIO_MODE_HELD}},
         "stage2": {"class_type": "KSampler",
                    "inputs": {"model": ["tdp", 0], "seed": seed + 1, "steps": steps, "cfg": 1.0,
                               "sampler_name": "euler", "scheduler": "simple", "positive": ["positive", 0],

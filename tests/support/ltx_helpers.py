@@ -42,10 +42,11 @@ def tiling(frames=(1, 0), height=(1, 0), width=(1, 0)):
 
 
 def patch(model, tiles, normalize: bool = True, audio_mode: str | None = None):
-    from ltx_tdp.ltx.model_call import AUDIO_MODES, TDPSettings
+    from ltx_tdp.ltx.audio import AUDIO_HELD
+    from ltx_tdp.ltx.model_call import TDPSettings
     from ltx_tdp.ltx.patch import apply_tdp
 
-    return apply_tdp(model, TDPSettings(tiles, normalize, audio_mode or AUDIO_MODES[0]))
+    return apply_tdp(model, TDPSettings(tiles, normalize, audio_mode or AUDIO_HELD))
 
 
 def ksample(comfy, model, latent: dict, seed: int = 3, steps: int = 2, cfg: float = 1.0, denoise: float = 0.6,

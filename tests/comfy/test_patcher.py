@@ -285,3 +285,44 @@ def test_other_samplers_run_tiled_and_are_bit_identical_at_one_tile(comfy, model
     tiled = run(comfy, tiled_model, latent, 2.0)
     assert calls and len(calls) % 4 == 0, f"{len(calls)} tile calls: not a whole number of 2x2 passes"
     assert torch.isfinite(tiled).all() and not torch.equal(tiled, reference)
+
+
+def _add_masked_guide(comfy, vae, latent: dict) -> tuple:
+    """LTXVAddGuide with a pixel attention mask whose left half is 1 (newer ComfyUI: guide attention entries)."""
+    import inspect
+
+    node = comfy.node_class("LTXVAddGuide")
+    if "attention_mask" not in inspect.signature(node.execute).parameters:
+        pytest.skip(f"ComfyUI {comfy.comfyui_version()}'s LTXVAddGuide has no attention_mask (guide attention "
+                    "entries came with the LTX-2 era ComfyUI)")
+    image = torch.rand(1, 128, 192, 3, generator=torch.Generator().manual_seed(2))
+    mask = torch.zeros(1, 128, 192)
+    mask[..., :96] = 1.0
+    return comfy.run_node("LTXVAddGuide", positive=conditioning(1), negative=conditioning(2), vae=vae, latent=latent,
+                          image=image, frame_idx=0, strength=1.0, attention_mask=mask)
+
+
+def test_masked_guide_attention_entries_one_tile_is_bit_identical_and_tiles_get_their_crop(comfy, model_names):
+    from ltx_tdp.ltx.guide_masks import latent_weights
+
+    vae = load_vae(model_names)
+    pos, neg, latent = _add_masked_guide(comfy, vae, {"samples": randn(1, 128, 2, 4, 6, seed=9)})
+    base = load_ltxv(comfy, model_names)
+    reference = ksample(comfy, base, latent, positive=pos, negative=neg, steps=1, denoise=0.5)
+    assert torch.equal(ksample(comfy, patch(base, tiling()), latent, positive=pos, negative=neg, steps=1, denoise=0.5),
+                       reference), "1 x 1 tiling with guide attention entries differs from the unpatched model"
+
+    model = patch(base, tiling(width=(2, 2)))  # width 6 -> [0, 4) and [2, 6)
+    calls: list = []
+    _probe(model, calls)
+    out = ksample(comfy, model, latent, positive=pos, negative=neg, steps=1, denoise=0.5)
+    assert torch.isfinite(out).all()
+    (full_entry,) = pos[0][1]["guide_attention_entries"]
+    full = latent_weights(full_entry["pixel_mask"], (1, 4, 6))
+    assert full[0, 0, 0, 0].tolist() == [1, 1, 1, 0, 0, 0], full[0, 0, 0, 0]
+    assert len(calls) == 2
+    for call, c0 in zip(calls, (0, 2)):
+        (entry,) = call["guide_attention_entries"]
+        assert entry["pre_filter_count"] == 16 and list(entry["latent_shape"]) == [1, 4, 4], entry
+        assert torch.equal(entry["pixel_mask"].cpu(), full[..., c0:c0 + 4]), \
+            f"tile at column {c0}: mask {entry['pixel_mask'][0, 0, 0, 0].tolist()}"

@@ -1,0 +1,71 @@
+"""Quality benchmark, one command (not a test): train the small LTXV (cached), refine, measure, report.
+
+    bash -c 'source scripts/env.sh && "$TDP_PYTHON" bench/quality/run.py'            # ComfyUI 0.3.75
+    COMFYUI_SRC=/path/to/ComfyUI bash -c 'source scripts/env.sh && "$TDP_PYTHON" bench/quality/run.py'
+
+Writes bench/results/quality.md and bench/results/quality_*.png. The trained model is cached under
+$LTX_TDP_CACHE/quality/<config hash>/ (default ~/.cache/ltx-tdp/quality/): a second run skips training.
+Options: --train-only, --smoke (the whole benchmark at minimum size, results to a temporary folder),
+--results DIR, --cache DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support import comfy_runtime  # noqa: E402
+from support.pack_import import import_pack  # noqa: E402
+from support.paths import comfyui_dir  # noqa: E402
+
+log = logging.getLogger("ltx_tdp.bench.quality")
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("LTX_TDP_CACHE", Path.home() / ".cache" / "ltx-tdp")) / "quality"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="minimum size, results to a temporary folder")
+    parser.add_argument("--train-only", action="store_true", help="train (or find in the cache) and stop")
+    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--cache", type=Path, default=default_cache())
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    comfy_dir = comfyui_dir()
+    if comfy_dir is None:
+        raise SystemExit("no ComfyUI tree: run through `source scripts/env.sh` (see the docstring)")
+    cache = args.cache
+    if args.smoke:
+        cache = Path(tempfile.mkdtemp(prefix="ltx_tdp_quality_"))
+    comfy_runtime.start(comfy_dir, cache / "comfy_base")
+    comfy_runtime.quiet()
+    logging.getLogger("ltx_tdp.bench.quality").setLevel(logging.INFO)
+    import_pack()
+    from ltx_tdp.bench.quality import config, train
+
+    cfg = config.SMOKE if args.smoke else config.BenchConfig()
+    trained = train.train(cfg.train, cache)
+    log.info("model: %s (%s, %.0f s of training)", trained.checkpoint,
+             "cached" if trained.from_cache else "trained now", trained.seconds)
+    if args.train_only:
+        return
+    from ltx_tdp.bench.quality import report, sweep
+
+    results = sweep.run(cfg, trained)
+    out = Path(tempfile.mkdtemp(prefix="ltx_tdp_quality_results_")) if args.smoke else args.results
+    report.write(cfg, trained, results, out, comfy_runtime.comfyui_version())
+    log.info("wrote %s", out / "quality.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""bench/results/gpu.md from the records of the GPU check's steps: environment, correctness, the real-size
+figures and what they imply per sampling step, and every step that failed, timed out or was skipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STAGE2_STEPS = 2
+"""Upstream LTX-2 stage 2 samples sigmas 0.625, 0.4, 0: two model calls at cfg 1 (the distilled model)."""
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e8 else f"{n / 1e6:.2f} M"
+
+
+def _find(records: list[dict], step: str, name: str | None = None) -> list[dict]:
+    return [r for r in records if r["step"] == step and (name is None or r["name"] == name)]
+
+
+def _best(records: list[dict], step: str, name: str) -> dict | None:
+    ok = [r for r in _find(records, step, name) if r["status"] == "ok"]
+    return min(ok, key=lambda r: r["seconds"]) if ok else None
+
+
+def _status(r: dict | None, step_records: list[dict]) -> str:
+    if r is not None:
+        return "measured"
+    bad = [x for x in step_records if x["status"] != "ok"]
+    return bad[-1]["status"] if bad else "not run"
+
+
+def step_time_rows(records: list[dict]) -> list[dict]:
+    """Per-step figures of the transformer: untiled, and the TDP layouts for 1, 2, 4 and 8 GPUs."""
+    rows = []
+    untiled = _best(records, "transformer_untiled", "untiled call")
+    u_recs = _find(records, "transformer_untiled", "untiled call")
+    rows.append({"gpus": 1, "how": "untiled (whole frame)", "tiles": "—", "rec": untiled,
+                 "status": _status(untiled, u_recs), "bound": False})
+    for name in ("1 GPU: all four tiles of 2x2", "2 GPUs: two tiles of 2x2", "4 GPUs: one tile of 2x2",
+                 "8 GPUs: one tile of 2x4"):
+        r = _best(records, "transformer_tiles", name)
+        recs = _find(records, "transformer_tiles", name)
+        gpus = int(name.split()[0])
+        rows.append({"gpus": gpus, "how": f"TDP {name.rsplit(' of ', 1)[1]}", "tiles": str(r["tiles_run"]) if r else "—",
+                     "rec": r, "status": _status(r, recs), "bound": gpus > 1})
+    return rows
+
+
+def render(env: dict, records: list[dict], steps: list[dict]) -> str:
+    lines: list[str] = []
+    add = lines.append
+    add("# GPU check: the pack on CUDA at LTX-2's real size" if env["mode"].startswith("GPU") else
+        "# GPU check, smoke run (tiny sizes on the CPU; not a GPU result)")
+    add("")
+    add(f"Produced by `bench/gpu/check.py` ({env['mode']}). Weights are random (nothing is downloaded): the "
+        "figures are speed and memory, not image quality.")
+    add("")
+    add("| | |")
+    add("|---|---|")
+    for key in ("device", "gpu", "gpu_memory", "torch", "cuda", "comfyui", "python", "attention", "wall_s"):
+        if env.get(key) is not None:
+            add(f"| {key.replace('_', ' ')} | {env[key]} |")
+    add("")
+
+    add("## Correctness on the device (tiny models of the test suite)")
+    add("")
+    add("| check | result | measured | limit | detail |")
+    add("|---|---|---:|---:|---|")
+    for step in ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks"):
+        for r in _find(records, step):
+            value = "—" if r.get("value") is None else f"{r['value']:.3g}"
+            limit = "—" if r.get("limit") is None else f"{r['limit']:.3g}"
+            detail = r.get("detail") or r.get("error") or r.get("reason") or ""
+            add(f"| {r['name']} | {r['status']} | {value} | {limit} | {detail} |")
+    add("")
+
+    build = next((r for r in records if r["name"] == "build LTX-2 transformer" and r["status"] == "ok"), None)
+    add("## LTX-2 transformer, stage 2 at 3840 x 2176 x 121" if env["mode"].startswith("GPU") else
+        "## LTX-2 transformer, stage 2 (smoke sizes)")
+    add("")
+    if build is not None:
+        add(f"Built with ComfyUI's LTXAVModel as ComfyUI detects it ({build['detected_config']}): "
+            f"{_count(build['parameters'])} parameters, {build['layers']} layers, video {build['video_width']} "
+            f"/ audio {build['audio_width']} wide, {build['dtype']} weights {_f(build['weights_gib'])} GiB, "
+            f"built on the device in {_f(build['seconds'], 1)} s; attention: {build['attention']}.")
+        add("")
+    add("Seconds per sampling step = one model call (stage 2 runs cfg 1; double it for cfg > 1). For 2, 4 and 8 "
+        "GPUs the figure is the measured compute of one GPU's share of the tiles (rank 0 of the group, tiles "
+        "round-robin) without the all_reduce: a lower bound for the group.")
+    add("")
+    add("| GPUs | layout | tiles on the GPU | s per step | stage 2 (2 steps), s | peak GPU GiB | speed-up vs untiled | status |")
+    add("|---:|---|---:|---:|---:|---:|---:|---|")
+    rows = step_time_rows(records)
+    untiled_s = rows[0]["rec"]["seconds"] if rows[0]["rec"] else None
+    for row in rows:
+        r = row["rec"]
+        sec = r["seconds"] if r else None
+        speed = _f(untiled_s / sec) if (untiled_s and sec) else "—"
+        bound = " (lower bound)" if row["bound"] else ""
+        add(f"| {row['gpus']} | {row['how']} | {row['tiles']} | {_f(sec)}{bound if sec else ''} | "
+            f"{_f(sec * STAGE2_STEPS if sec else None)} | {_f(r.get('peak_gib') if r else None)} | {speed} | "
+            f"{row['status']} |")
+    add("")
+
+    add("## LTX-2 VAE decode" + (" of a 3840 x 2176 x 121 clip" if env["mode"].startswith("GPU") else " (smoke sizes)"))
+    add("")
+    vb = next((r for r in records if r["name"] == "build LTX-2 VAE" and r["status"] == "ok"), None)
+    if vb is not None:
+        add(f"VAE decoder: {_count(vb['decoder_parameters'])} parameters, {vb['dtype']}.")
+        add("")
+    add("| method | time (s) | peak GPU GiB | tiles | output | status |")
+    add("|---|---:|---:|---|---|---|")
+    for step, name, label in (("vae_tiled", "tiled decode", "LTX TDP tiled decode (node defaults)"),
+                              ("vae_untiled", "VAE.decode, whole clip", "ComfyUI VAE.decode (VAEDecode), untiled")):
+        rs = _find(records, step, name)
+        r = rs[-1] if rs else None
+        status = r["status"] if r else _status(None, _find(records, step))
+        if r is not None and r.get("fell_back_to_comfy_tiled"):
+            status = "OOM: ComfyUI fell back to its own tiled decode (time includes the fallback)"
+        out = f"{_f(r['output_gib'])} GiB fp32 in system memory" if r and r.get("output_gib") else (
+            str(r.get("frames_shape")) if r and r.get("frames_shape") else "—")
+        add(f"| {label} | {_f(r.get('seconds') if r else None)} | {_f(r.get('peak_gib') if r else None)} | "
+            f"{r.get('tiles', '—') if r else '—'} | {out} | {status} |")
+    add("")
+
+    add("## Steps")
+    add("")
+    add("| step | limit (s) | ran (s) | outcome |")
+    add("|---|---:|---:|---|")
+    for s in steps:
+        add(f"| {s['step']} | {_f(s.get('limit_s'), 0)} | {_f(s.get('ran_s'), 1)} | {s['outcome']} |")
+    problems = [r for r in records if r["status"] not in ("ok",)]
+    if problems:
+        add("")
+        add("Problems recorded:")
+        add("")
+        for r in problems:
+            msg = r.get("error") or r.get("reason") or r.get("detail") or ""
+            add(f"* `{r['step']}` / {r['name']}: **{r['status']}** {msg}")
+    add("")
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""What the GPU check measures: the real LTX-2 sizes, and the tiny sizes its CPU smoke run uses instead.
+
+Real sizes (facts, with where they come from):
+
+* Transformer: LTX-2 19B audio + video, ComfyUI's `LTXAVModel` at its class defaults, which are the
+  published configuration: 48 layers, video 32 heads x 128 (4096 wide), audio 32 heads x 64 (2048 wide),
+  caption_channels 3840, text connectors 30 heads x 128, 2 layers. ComfyUI detects a checkpoint as
+  LTX-2 by the key `audio_adaln_single.linear.weight` and reads num_layers (48) from the block count and
+  attention_head_dim (4096 // 32 = 128) and cross_attention_dim (4096) from `attn2.to_k`; the check runs
+  that detection on the model's own (meta) state dict, so the model built is the one ComfyUI would build.
+* Stage 2 at 4K: 3840 x 2176 x 121 frames -> video latent 16 x 68 x 120 (x8 time with a causal first
+  frame, x32 space; 2160 rounded up to whole latent cells); audio latent 121 frames / 25 fps x 25 latents
+  per second = 121 latents of 8 channels x 16 bins; text context 1024 tokens of 2 x 3840 (LTX-2's
+  processed context, video and audio halves); first stage-2 sigma 0.625 (upstream LTX-2: 0.625, 0.4, 0).
+* TDP layouts: 2 x 2 tiles with overlap 5 latent cells (1 and 4 GPUs; 2 GPUs run two tiles each) and
+  2 x 4 (8 GPUs), as the example workflows use.
+* VAE: the LTX-2 video VAE's decoder configuration as LTX-2's checkpoints carry it in their metadata
+  (`config.vae`): 4 x (5 res blocks), 3 residual x2 upsamplers in time and space, base 128 channels
+  (1024 at the latent), patch 4, pixel norm, timestep-conditioned; decoded at the tiled decode node's
+  defaults (768 px tiles / 64 px overlap, 80 frames / 24 overlap, 1 context cell).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LTX2_VAE_CONFIG = {
+    "_class_name": "CausalVideoAutoencoder",
+    "dims": 3,
+    "in_channels": 3,
+    "out_channels": 3,
+    "latent_channels": 128,
+    "encoder_blocks": [["res_x", {"num_layers": 4}], ["compress_space_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 6}], ["compress_time_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 6}], ["compress_all_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 2}], ["compress_all_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 2}]],
+    "decoder_blocks": [["res_x", {"num_layers": 5, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 5, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 5, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 5, "inject_noise": False}]],
+    "scaling_factor": 1.0,
+    "norm_layer": "pixel_norm",
+    "patch_size": 4,
+    "latent_log_var": "uniform",
+    "use_quant_conv": False,
+    "causal_decoder": False,
+    "timestep_conditioning": True,
+}
+"""The LTX-2 video VAE (its encoder is built too, as ComfyUI's VideoVAE always builds both, but never run)."""
+
+NODE_DECODE_DEFAULTS = dict(spatial_tile=768, spatial_overlap=64, temporal_tile=80, temporal_overlap=24)
+"""LTX TDP Tiled VAE Decode's defaults (upstream LTX-2's 4K decode settings); context 1 cell is the default."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A TDP tile layout: tiles along height and width, overlap in latent cells."""
+
+    height: int
+    width: int
+    overlap: int
+
+    @property
+    def tiles(self) -> int:
+        return self.height * self.width
+
+    def label(self) -> str:
+        return f"{self.height}x{self.width}"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Everything the real-size steps build and feed, at one scale (real or smoke)."""
+
+    label: str
+    transformer: dict = field(default_factory=dict)
+    """LTXAVModel config overrides ({} = ComfyUI's defaults = LTX-2 19B)."""
+    video_latent: tuple[int, int, int] = (16, 68, 120)
+    """(frames, height, width) in latent cells."""
+    vae_latent: tuple[int, int, int] = (16, 68, 120)
+    """The latent the VAE steps decode (the same 4K clip at real size)."""
+    audio_latents: int = 121
+    text_tokens: int = 1024
+    sigma: float = 0.625
+    four: Layout = Layout(2, 2, 5)
+    eight: Layout = Layout(2, 4, 5)
+    vae_config: dict = field(default_factory=lambda: dict(LTX2_VAE_CONFIG))
+    decode: dict = field(default_factory=lambda: dict(NODE_DECODE_DEFAULTS))
+    warmup_latent: tuple[int, int, int] = (2, 8, 8)
+
+    def pixels(self) -> tuple[int, int, int]:
+        """(width, height, frames) of the video this latent decodes to (x32 space, x8 causal time)."""
+        f, h, w = self.video_latent
+        return 32 * w, 32 * h, 8 * (f - 1) + 1
+
+
+REAL = Sizes(label="real (LTX-2 19B, 3840 x 2176 x 121)")
+
+
+def smoke_sizes() -> Sizes:
+    """Tiny sizes that run every real-size step on a CPU in seconds (same code path, same layouts)."""
+    from support import tiny_models  # tests/support: the tiny models of the test suite
+
+    vae = {**tiny_models.VAE_CONFIG, "timestep_conditioning": True}
+    return Sizes(label="smoke (tiny models, CPU)", transformer=dict(tiny_models.LTXAV_CONFIG), video_latent=(3, 8, 12),
+                 vae_latent=(2, 4, 6),
+                 audio_latents=5, text_tokens=8, four=Layout(2, 2, 2), eight=Layout(2, 4, 2), vae_config=vae,
+                 decode=dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8),
+                 warmup_latent=(2, 4, 4))

@@ -27,7 +27,7 @@ class DataConfig:
     texture_wavelength: tuple[float, float] = (3.0, 6.0)
     object_radius: tuple[float, float] = (1.5, 4.0)
     object_density: float = 1 / 48
-    """Objects per latent cell of frame area (about 5 in a 16 x 16 crop, 21 in 32 x 32)."""
+    """Objects per latent cell of the frame and a margin they can enter from."""
     object_speed: float = 1.5
     """Largest object speed, latent cells per latent frame."""
     edges: int = 2
@@ -118,9 +118,14 @@ class BenchConfig:
     video_seed: int = 10_000
     overlaps: tuple[int, ...] = (0, 2, 5, 8)
     tilings: tuple[tuple[int, int], ...] = ((2, 2), (3, 3), (2, 4))
-    first_sigmas: tuple[float, ...] = (0.4, 0.625, 0.8, 1.0)
+    first_sigmas: tuple[float, ...] = (0.4, 0.5, 0.625, 0.7, 0.8, 0.9, 1.0)
     band: int = 2
     """Half-width (cells) of the band around tile borders in which border PSNR is measured."""
+    drift_penalty_db: float = 0.5
+    """Tiles have drifted apart when (b)'s border band loses this much more PSNR against its interior than
+    the untiled refine (a) does on the same cells."""
+    drift_seam_excess: float = 0.05
+    """... or when (b)'s seam score is further than this from the ground truth's own."""
     default: Case = field(default_factory=Case)
 
     @property

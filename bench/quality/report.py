@@ -128,10 +128,16 @@ def write(cfg: BenchConfig, trained: Trained, results: Results, out: Path, comfy
         value = {"overlap": lambda c: c.overlap, "tiling": lambda c: f"{c.tiles[0]}x{c.tiles[1]}",
                  "first sigma": lambda c: f"{c.first_sigma:g}"}[name]
         lines += ["", f"### Sweep: {name}", "", *_sweep_table(cfg, results, cases, name, value)]
+    threshold, drift_lines = drift_onset(cfg, results)
+    lines += ["", "### Where tiles drift apart (first-sigma sweep, default tiling)", "",
+              f"Drifted: (b)'s border penalty above {cfg.drift_penalty_db} dB or its seam score more than "
+              f"{cfg.drift_seam_excess} from the ground truth's. Largest first sigma before the onset: "
+              f"**{_f(threshold, 3)}**.", "", *drift_lines]
     lines += ["", *verdicts(cfg, results)]
     (out / "quality.md").write_text("\n".join(lines) + "\n")
     (out / "quality.json").write_text(json.dumps({"summary": summary(cfg, results),
                                                   "holdout": list(trained.holdout),
+                                                  "drift_warning_sigma": threshold,
                                                   "training_seconds": trained.seconds}, indent=1, default=str))
     plot_loss(trained, out / FIGURES[0])
     plot_grid(cfg, results, out / FIGURES[1])
@@ -153,6 +159,32 @@ def verdicts(cfg: BenchConfig, results: Results) -> list[str]:
     lines.append(f"* (b) vs (a) full frame out of range: PSNR {get('tdp', 'psnr'):.2f} vs {get('full', 'psnr'):.2f} dB "
                  f"({'holds' if win else 'FAILS'}).")
     return lines
+
+
+def drift_onset(cfg: BenchConfig, results: Results) -> tuple[float | None, list[str]]:
+    """The largest swept first sigma below the first one at which (b)'s tiles drift apart, and its table.
+
+    Drift at a sigma: (b)'s border penalty (interior PSNR - border band PSNR, minus the same for (a) on the
+    same cells) exceeds `cfg.drift_penalty_db`, or its seam score is further than `cfg.drift_seam_excess`
+    from the ground truth's. None when even the lowest swept sigma drifts; the highest swept sigma when none
+    does.
+    """
+    cases = sweeps(cfg)["first sigma"]
+    lines = ["| first sigma | (b) border penalty (dB) | (b) seam - GT seam | (d) tile drift | drifted |",
+             "|---:|---:|---:|---:|---|"]
+    threshold, onset_seen = None, False
+    for case in cases:
+        get = lambda m, a: mean_over_videos(results.rows, case, m, a)  # noqa: E731
+        penalty = (get("tdp", "psnr_interior") - get("tdp", "psnr_band")) - (get("full", "psnr_interior")
+                                                                          - get("full", "psnr_band"))
+        excess = get("tdp", "seam") - results.reference_seam[case]
+        drifted = penalty > cfg.drift_penalty_db or abs(excess) > cfg.drift_seam_excess
+        lines.append(f"| {case.first_sigma:g} | {penalty:.2f} | {excess:+.3f} | {_f(get('blend_at_end', 'disagreement'), 3)} | "
+                     f"{'yes' if drifted else 'no'} |")
+        onset_seen = onset_seen or drifted
+        if not onset_seen:
+            threshold = case.first_sigma
+    return threshold, lines
 
 
 def _plt():
@@ -222,7 +254,7 @@ def plot_grid(cfg: BenchConfig, results: Results, path: Path) -> None:
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.colorbar(im, ax=axes[1, :].tolist(), shrink=0.8, label="mean |error| over channels")
+    fig.colorbar(im, ax=axes[1, -1], shrink=0.9, label="mean |error| over channels")
     fig.suptitle(f"{d.label()}, last latent frame; top: smooth field / objects / edges as RGB", fontsize=9)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -245,9 +277,11 @@ def plot_sweeps(cfg: BenchConfig, results: Results, overlap_path: Path, sigma_pa
         cases = sorted(groups[key], key=x_of)
         xs = [x_of(c) for c in cases]
         panels = [("psnr", "PSNR (dB)"), ("psnr_band", "border band PSNR (dB)"), ("seam", "seam score (1 = none)")]
+        if key == "first sigma":
+            panels.append(("disagreement", "tile drift of (d) (RMS / GT RMS)"))
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6))
         for ax, (attr, title) in zip(axes, panels):
-            for m in METHODS:
+            for m in METHODS if attr != "disagreement" else ("blend_at_end",):
                 ax.plot(xs, [mean_over_videos(results.rows, c, m, attr) for c in cases], marker="o", label=LABELS[m])
             if attr == "seam":
                 ax.plot(xs, [results.reference_seam.get(c) for c in cases], "k:", label="ground truth")

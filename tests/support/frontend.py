@@ -29,6 +29,7 @@ FRONTEND_SETTINGS = {
     # A first start shows the template browser and tours; they would cover the screenshots.
     "Comfy.TutorialCompleted": True,
     "Comfy.Validation.Workflows": True,
+    "Comfy.Minimap.Visible": False,  # it would cover the bottom right of every screenshot
 }
 
 
@@ -118,6 +119,73 @@ _FIT = """
 """
 
 
+_GRAPH_AT = """
+(path) => {
+  let graph = app.rootGraph || app.graph;
+  for (const id of path) {
+    const node = graph.getNodeById(id);
+    if (!node || !node.subgraph) throw new Error(`node ${id} is not a subgraph node`);
+    graph = node.subgraph;
+  }
+  return graph;
+}
+"""
+"""A function expression: the graph at a path of subgraph-node ids from the root (empty: the root)."""
+
+_EDIT = """
+async ({path, op, args}) => {
+  const graph = (%s)(path);
+  const node = (id) => {
+    const n = graph.getNodeById(id);
+    if (!n) throw new Error(`no node ${id} in this graph`);
+    return n;
+  };
+  if (op === 'add') {
+    const n = LiteGraph.createNode(args.type);
+    if (!n) throw new Error(`the frontend has no node type ${args.type}`);
+    n.pos = args.pos;
+    graph.add(n);
+    return n.id;
+  }
+  if (op === 'connect') {
+    const target = node(args.target);
+    const slot = target.findInputSlot(args.input);
+    if (slot < 0) throw new Error(`${target.type} has no input ${args.input}`);
+    const link = node(args.origin).connect(args.slot, target, slot);
+    if (!link) throw new Error(`could not connect ${args.origin}[${args.slot}] to ${target.type}.${args.input}`);
+    return link.id;
+  }
+  if (op === 'remove') { graph.remove(node(args.id)); return null; }
+  if (op === 'open') {
+    const parent = (%s)(path.slice(0, -1));
+    const sg = parent.getNodeById(path[path.length - 1]);
+    app.canvas.openSubgraph(sg.subgraph, sg);
+    return null;
+  }
+  if (op === 'bounds') {
+    const ns = args.ids.map(node);
+    return [Math.min(...ns.map(n => n.pos[0])), Math.min(...ns.map(n => n.pos[1] - LiteGraph.NODE_TITLE_HEIGHT)),
+            Math.max(...ns.map(n => n.pos[0] + n.size[0])), Math.max(...ns.map(n => n.pos[1] + n.size[1]))];
+  }
+  throw new Error(`unknown edit ${op}`);
+}
+""" % (_GRAPH_AT, _GRAPH_AT)
+
+_FIT_BOUNDS = """
+([x0, y0, x1, y1]) => {
+  const c = app.canvas.canvas;
+  const [left, top, right, bottom] = [80, 110, 40, 40];  // the side bar and the top bar cover the canvas there
+  const w = c.width - left - right, h = c.height - top - bottom;
+  const scale = Math.min(w / (x1 - x0), h / (y1 - y0), 1.5);
+  app.canvas.ds.scale = scale;
+  app.canvas.ds.offset = [-x0 + (left + (w - scale * (x1 - x0)) / 2) / scale,
+                          -y0 + (top + (h - scale * (y1 - y0)) / 2) / scale];
+  app.canvas.setDirty(true, true);
+  app.canvas.draw(true, true);
+}
+"""
+
+
 class Frontend:
     """One browser page on the server's frontend; load workflows, read what it made of them."""
 
@@ -134,17 +202,55 @@ class Frontend:
 
     def screenshot(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.page.keyboard.press("Escape")  # close a dialog (e.g. missing models) so the graph shows
+        self._dismiss_overlays()
+        self.page.evaluate(_FIT)
+        self.page.wait_for_timeout(300)
+        self.page.screenshot(path=str(path))
+        return path
+
+    def _edit(self, path: tuple[int, ...], op: str, **args: Any) -> Any:
+        return self.page.evaluate(_EDIT, {"path": list(path), "op": op, "args": args})
+
+    def add_node(self, path: tuple[int, ...], node_type: str, pos: tuple[float, float]) -> int:
+        """Add a node of `node_type` to the graph at `path` (subgraph-node ids from the root), as a user
+        dropping it on the canvas does; return its id."""
+        return self._edit(path, "add", type=node_type, pos=list(pos))
+
+    def connect(self, path: tuple[int, ...], origin: int, slot: int, target: int, input_name: str) -> int:
+        """Link output `slot` of node `origin` to input `input_name` of `target` (replacing its link)."""
+        return self._edit(path, "connect", origin=origin, slot=slot, target=target, input=input_name)
+
+    def remove_node(self, path: tuple[int, ...], node_id: int) -> None:
+        self._edit(path, "remove", id=node_id)
+
+    def open_subgraph(self, path: tuple[int, ...]) -> None:
+        """Show the subgraph at `path` on the canvas, as double-clicking into a subgraph node does."""
+        self._dismiss_overlays()  # before: Escape also leaves an open subgraph
+        self._edit(path, "open")
+        self.page.wait_for_timeout(500)
+
+    def node_bounds(self, path: tuple[int, ...], node_ids: list[int]) -> list[float]:
+        """[x0, y0, x1, y1] around the nodes as the frontend lays them out (title bars included)."""
+        return self._edit(path, "bounds", ids=node_ids)
+
+    def screenshot_region(self, path: Path, bounds: list[float]) -> Path:
+        """A screenshot of the canvas zoomed onto `bounds` (canvas coordinates of the graph shown)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._dismiss_overlays(escape=False)  # Escape would leave an open subgraph
+        self.page.evaluate(_FIT_BOUNDS, bounds)
+        self.page.wait_for_timeout(500)
+        self.page.screenshot(path=str(path))
+        return path
+
+    def _dismiss_overlays(self, escape: bool = True) -> None:
+        if escape:
+            self.page.keyboard.press("Escape")  # close a dialog (e.g. missing models) so the graph shows
         dismiss = self.page.get_by_role("button", name="Dismiss")
         if dismiss.count():
             try:
                 dismiss.first.click(timeout=2000)
             except Exception:  # noqa: BLE001 - best effort: an overlay only hides part of the screenshot
                 pass
-        self.page.evaluate(_FIT)
-        self.page.wait_for_timeout(300)
-        self.page.screenshot(path=str(path))
-        return path
 
     def serialize(self) -> dict:
         """The loaded graph as the frontend saves it (UI format)."""

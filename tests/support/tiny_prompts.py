@@ -4,6 +4,7 @@ twin is changed to run on them in seconds (see tests/server/test_example_workflo
 from __future__ import annotations
 
 import copy
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ def build_tiny_files(comfy_base: Path, model_names: dict[str, str]) -> dict[str,
     return names
 
 
+def _seed(node_id: str) -> int:
+    """A fixed seed per text node: its id, or a hash of it for a node inside a subgraph ("177:102")."""
+    return int(node_id) if node_id.isdigit() else zlib.crc32(node_id.encode()) % 2**31
+
+
 def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     """The twin with model files, text encoders and sizes mapped to the tiny models (see module docstring)."""
     prompt = copy.deepcopy(twin)
@@ -55,7 +61,7 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
             renames[(node_id, 0)] = None
         elif kind == "CLIPTextEncode":
             prompt[node_id] = {"class_type": "TDPTestRandomConditioning",
-                               "inputs": {"seed": int(node_id), "tokens": 8, "dim": context_dim}}
+                               "inputs": {"seed": _seed(node_id), "tokens": 8, "dim": context_dim}}
         elif kind == "LTXVAudioVAELoader":
             inputs["ckpt_name"] = names["audio_vae"]
         elif kind == "LatentUpscaleModelLoader":

@@ -107,7 +107,8 @@ def test_template_still_has_the_stage2_shape_the_readme_describes(comfy_dir, tem
 
 
 @pytest.fixture(scope="module")
-def frontend(comfy_server):
+def frontend(comfy_dir, comfy_server):
+    _require_ltx2(comfy_dir)  # before starting a browser for nothing
     pytest.importorskip("playwright", reason="Playwright (pip `playwright`) is not installed; scripts/env.sh installs it")
     from support.frontend import chromium_path, open_frontend
 

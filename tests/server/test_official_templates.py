@@ -79,6 +79,8 @@ def test_the_readme_lists_every_ltx2_template_of_the_installed_package_once(comf
     assert set(TEMPLATE_IDS) - listed == set(), (
         f"comfyui-workflow-templates {version} has LTX-2 templates the README does not cover: "
         f"{sorted(set(TEMPLATE_IDS) - listed)}")
+    shot = DOCS_SCREENSHOT.relative_to(PACK_ROOT).as_posix()
+    assert f"]({shot})" in _readme_section() and DOCS_SCREENSHOT.is_file(), f"the README's screenshot {shot} is missing"
     assert listed - set(TEMPLATE_IDS) == set(), (
         f"the README names templates that comfyui-workflow-templates {version} no longer has: "
         f"{sorted(listed - set(TEMPLATE_IDS))}")

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -210,7 +211,14 @@ def run_parent(args: argparse.Namespace) -> int:
     out.write_text(render(env, records, steps))
     if args.json:
         Path(args.json).write_text(json.dumps({"env": env, "steps": steps, "records": records}, indent=1, default=str))
-    print(f"[gpu check] report: {out} ({env['wall_s']}; step logs in {work})", flush=True)
+    if args.log:
+        with open(args.log, "w") as f:
+            for step in wanted:
+                path = work / f"{step.name}.log"
+                if path.exists():
+                    f.write(f"===== {step.name} =====\n{path.read_text(errors='replace')}\n")
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"[gpu check] report: {out} ({env['wall_s']}{'; step output in ' + args.log if args.log else ''})", flush=True)
     bad = [r for r in records if r["status"] in ("fail", "error", "timeout")]
     return 1 if bad else 0
 
@@ -222,6 +230,7 @@ def main() -> int:
     p.add_argument("--device", help="cuda (default) or cuda:N; the smoke run uses cpu")
     p.add_argument("--out", help=f"report path (default {RESULTS.relative_to(REPO)}; required elsewhere for --smoke)")
     p.add_argument("--json", help="also write every record as JSON here")
+    p.add_argument("--log", help="also write every step's output into this one file")
     p.add_argument("--budget-s", type=int, default=0, help="seconds for all steps together")
     p.add_argument("--only", help="comma-separated step names to run (default all): " + ",".join(s.name for s in STEPS))
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -229,6 +238,8 @@ def main() -> int:
     p.add_argument("--work-dir", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.device = args.device or ("cpu" if args.smoke else "cuda")
+    if args.device == "cuda":
+        args.device = "cuda:0"
     if args.child:
         return run_child(args)
     return run_parent(args)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from support.latent_outputs import add_latent_saves, saved_latents
 from support.paths import PACK_ROOT
 from support.tiny_prompts import build_tiny_files, tiny_prompt
 from support.workflow_format import load, twin_path
@@ -72,25 +73,8 @@ def _held_audio_prompt(names: dict[str, str], audio_mode: str, prefix: str) -> d
              "output_audio": ["t_split_output", 1], "output_video": ["t_split_output", 0],
              "denoised_audio": ["t_split_denoised", 1], "denoised_video": ["t_split_denoised", 0],
              "ksampler_audio": ["t_split_ksampler", 1], "ksampler_video": ["t_split_ksampler", 0]}
-    for name, source in saves.items():
-        added[f"t_save_{name}"] = {"class_type": "SaveLatent",
-                                   "inputs": {"samples": source, "filename_prefix": f"{prefix}/{name}"}}
     prompt.update(added)
-    return prompt
-
-
-def _saved(comfy_base: Path, entry: dict, prompt: dict) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    out = {}
-    for node_id, node in prompt.items():
-        if not node_id.startswith("t_save_"):
-            continue
-        files = entry["outputs"][node_id]["latents"]
-        assert len(files) == 1, files
-        path = comfy_base / "output" / files[0]["subfolder"] / files[0]["filename"]
-        out[node_id[len("t_save_"):]] = load_file(str(path))["latent_tensor"]
-    return out
+    return add_latent_saves(prompt, saves, prefix)
 
 
 @pytest.mark.parametrize("audio_mode", ["held", "frozen (stage-1 audio, recommended)"],
@@ -101,7 +85,7 @@ def test_stage_2_audio_equals_stage_1_audio_through_every_sampler_output(comfy_s
     prompt = _held_audio_prompt(tiny_files, audio_mode, prefix)
     entry = comfy_server.run(prompt, timeout=600)
     assert entry["status"]["status_str"] == "success", entry["status"]
-    saved = _saved(comfy_base, entry, prompt)
+    saved = saved_latents(comfy_base, entry, prompt)
     stage1 = saved["stage1_audio"]
     assert int(torch.count_nonzero(stage1)) > 0, "stage 1 generated no audio"
     for way in ("output", "denoised", "ksampler"):

@@ -12,8 +12,10 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from ..tiling.seam import LOCAL, TileGroup
 from .settings import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -53,17 +55,21 @@ class TDPGroup:
             _live = self
             return self._session
 
-    def model_runner(self, model_patcher: Any):
-        """The TileRunner for a TDP-patched MODEL (see ltx.patch.apply_tdp)."""
-        from .runner import ModelRunner
+    def seam(self, kind: str, patcher: Any, make_recipe: Callable[[], Any]) -> TileGroup:
+        """The tile loop's group for one job: LOCAL with one rank, else the live session, whose workers run
+        the job on their `kind` replica of `patcher` (sent, built by `make_recipe()`, when it changed)."""
+        if self.rank_count == 1:
+            return LOCAL
+        return _Bound(self, kind, patcher, make_recipe)
 
+    def model_runner(self, model_patcher: Any) -> "ModelRunner":
+        """The TileRunner of a TDP-patched MODEL (see ltx.patch.apply_tdp)."""
         return ModelRunner(self, model_patcher)
 
     def decode(self, vae: Any, samples: Any, progress: Any = None, **settings: int) -> Any:
         """Tiled VAE decode with the tiles spread over the ranks: `ltx.vae_decode.decode_tiled`'s settings
-        and result (frames on the CPU, fp32), equal to the single-process decode. `progress(done, total)`
-        reports on rank 0."""
-        from .vae import group_decode
+        and result (frames on the CPU, fp32, held by rank 0 only). `progress(done, total)` reports on rank 0."""
+        from .decode import group_decode
 
         return group_decode(self, vae, samples, progress, **settings)
 
@@ -75,6 +81,31 @@ class TDPGroup:
                 _live = None
         if session is not None:
             session.close()
+
+
+class _Bound:
+    """A TileGroup: one job's reduce on the group's live session (started, or restarted, here)."""
+
+    def __init__(self, group: TDPGroup, kind: str, patcher: Any, make_recipe: Callable[[], Any]):
+        self.group, self.kind, self.patcher, self.make_recipe = group, kind, patcher, make_recipe
+
+    def reduce(self, job: Any, partial: Any) -> Any:
+        return self.group.session().reduce(self.kind, self.patcher, self.make_recipe, job, partial)
+
+
+class ModelRunner:
+    """The TileRunner of one TDP-patched MODEL. The weights sent are those of the patcher ComfyUI samples
+    with (`model.current_patcher`, a clone that may carry LoRAs added after the TDP patcher), else the
+    patcher the runner was made for."""
+
+    def __init__(self, group: TDPGroup, model_patcher: Any):
+        self.group, self.model_patcher = group, model_patcher
+
+    def reduce(self, job: Any, partial: Any) -> Any:
+        from .replica import ModelRecipe
+
+        active = getattr(self.model_patcher.model, "current_patcher", None) or self.model_patcher
+        return self.group.seam("model", active, lambda: ModelRecipe.of(active)).reduce(job, partial)
 
 
 def get_group(settings: GroupSettings) -> TDPGroup:

@@ -1,8 +1,8 @@
-"""Starting worker processes and binding sockets to the configured address only.
+"""Starting and ending worker processes, and binding sockets to the configured address only.
 
-Workers are plain subprocesses (`python <pack>/multigpu/worker_main.py ...`), each in its own session
-(process group), never multiprocessing children of ComfyUI's main. Each holds the read end of a pipe
-from rank 0 on its stdin: when rank 0 ends, however it ends, the pipe closes and the worker exits.
+Local workers are plain subprocesses (`python <pack>/multigpu/worker_main.py ...`), each in its own session
+(process group), never multiprocessing children of ComfyUI's main. Each holds the read end of a pipe from
+rank 0 on its stdin: when rank 0 ends, however it ends, the pipe closes and the worker exits.
 """
 
 from __future__ import annotations
@@ -13,12 +13,20 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import torch
+
+from .settings import GroupSettings, TDPGroupError
+from .wire import WorkerConfig
 
 log = logging.getLogger(__name__)
 
-PACK_DIR = Path(__file__).resolve().parents[1]
-WORKER_MAIN = PACK_DIR / "multigpu" / "worker_main.py"
+WORKER_MAIN = Path(__file__).resolve().parent / "worker_main.py"
 
 
 def resolve_ipv4(address: str) -> str:
@@ -26,21 +34,17 @@ def resolve_ipv4(address: str) -> str:
     try:
         return socket.getaddrinfo(address, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
     except socket.gaierror as e:
-        from .settings import TDPGroupError
-
         raise TDPGroupError(f"cannot resolve the rendezvous address {address!r}: {e}") from None
 
 
 def interface_of(ip: str) -> str | None:
     """The network interface holding `ip` (so gloo / NCCL bind to it), or None (0.0.0.0, or unknown)."""
-    if ip in ("0.0.0.0", ""):
-        return None
     try:
         import psutil
     except ImportError:
         return None
     for name, addrs in psutil.net_if_addrs().items():
-        if any(a.family == socket.AF_INET and a.address == ip for a in addrs):
+        if ip not in ("0.0.0.0", "") and any(a.family == socket.AF_INET and a.address == ip for a in addrs):
             return name
     return None
 
@@ -63,39 +67,40 @@ def bind_env(ip: str) -> dict[str, str]:
 
 def listen_socket(address: str, port: int) -> socket.socket:
     """A listening TCP socket on exactly (address, port); port 0 picks a free one."""
-    ip = resolve_ipv4(address)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((ip, port))
+        sock.bind((resolve_ipv4(address), port))
     except OSError as e:
         sock.close()
-        from .settings import TDPGroupError
-
         raise TDPGroupError(f"cannot listen on {address}:{port} for the worker group: {e}") from None
     sock.listen(128)
     return sock
 
 
 def worker_command(comfyui_dir: Path, rank: int, world_size: int, master_addr: str, master_port: int,
-                   device: str, timeout_s: float, threads: int = 0, python: str | None = None) -> list[str]:
-    """The command line that starts worker `rank` (the same one the README documents for other hosts)."""
-    cmd = [python or sys.executable, str(WORKER_MAIN), "--comfyui-dir", str(comfyui_dir), "--rank", str(rank),
-           "--world-size", str(world_size), "--master-addr", master_addr, "--master-port", str(master_port),
-           "--device", device, "--timeout", str(timeout_s)]
-    if threads:
-        cmd += ["--threads", str(threads)]
-    return cmd
+                   device: str, timeout_s: float, threads: int = 0) -> list[str]:
+    """The command line that starts worker `rank` (the one the README documents for other hosts)."""
+    cmd = [sys.executable, str(WORKER_MAIN), "--comfyui-dir", str(comfyui_dir), "--rank", str(rank), "--world-size",
+           str(world_size), "--master-addr", master_addr, "--master-port", str(master_port), "--device", device,
+           "--timeout", str(timeout_s)]
+    return cmd + (["--threads", str(threads)] if threads else [])
 
 
-def spawn_worker(cmd: list[str], env_extra: dict[str, str]) -> subprocess.Popen:
-    """Start one worker in its own session, its stdin a pipe from this process (EOF ends the worker)."""
-    env = dict(os.environ)
-    for k, v in env_extra.items():
-        env.setdefault(k, v)  # a user's own GLOO_/NCCL_SOCKET_IFNAME wins
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return subprocess.Popen(cmd + ["--parent-pipe"], stdin=subprocess.PIPE, env=env, start_new_session=True,
-                            close_fds=True)
+def start_local_workers(s: GroupSettings, port: int, watch: Callable[[int, Any], None]) -> dict[int, subprocess.Popen]:
+    """Ranks 1..N-1 of `s` on this host, each with a daemon thread running `watch(rank, process)`."""
+    import comfy.model_base
+
+    root = Path(comfy.model_base.__file__).resolve().parents[1]
+    env = {**bind_env(resolve_ipv4(s.address)), **os.environ, "PYTHONUNBUFFERED": "1"}  # the user's own *_IFNAME wins
+    procs = {}
+    for r in range(1, s.world_size):
+        cmd = worker_command(root, r, s.world_size, s.address, port, s.devices[r], s.timeout_s, s.threads)
+        procs[r] = subprocess.Popen(cmd + ["--parent-pipe"], stdin=subprocess.PIPE, env=env, start_new_session=True,
+                                    close_fds=True)
+        log.debug("LTX TDP: started rank %d (pid %d): %s", r, procs[r].pid, " ".join(cmd))
+        threading.Thread(target=watch, args=(r, procs[r]), name=f"ltx-tdp-watch-{r}", daemon=True).start()
+    return procs
 
 
 def describe_exit(code: int | None) -> str:
@@ -109,10 +114,15 @@ def describe_exit(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+def where(session: Any, r: int) -> str:
+    """Rank r's process, host and device, in words."""
+    h = session.hellos.get(r, {})
+    pid = session.procs[r].pid if r in session.procs else h.get("pid", "?")
+    return f"pid {pid} on {h.get('host', '?')}, {h.get('device', session.settings.devices[r])}"
+
+
 def stop_processes(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
     """Close the pipes, wait up to `grace_s`, then SIGKILL each worker's process group. Leaves none behind."""
-    import time
-
     for p in procs:
         try:
             if p.stdin is not None:
@@ -126,14 +136,24 @@ def stop_processes(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
         except subprocess.TimeoutExpired:
             pass
     for p in procs:
-        if p.poll() is not None:
-            continue
-        for target in (lambda: os.killpg(p.pid, signal.SIGKILL), lambda: p.kill()):
+        if p.poll() is None:
+            for kill in (lambda: os.killpg(p.pid, signal.SIGKILL), p.kill):
+                try:
+                    kill()
+                except OSError:
+                    pass
             try:
-                target()
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            log.error("LTX TDP: worker pid %d did not end after SIGKILL", p.pid)
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log.error("LTX TDP: worker pid %d did not end after SIGKILL", p.pid)
+
+
+def worker_config(s: GroupSettings) -> WorkerConfig:
+    """What rank 0 publishes for its workers: its settings, ComfyUI arguments (less the device) and versions."""
+    import comfy.cli_args
+    import comfyui_version
+
+    skip = {"cpu", "cuda_device", "default_device", "directml", "oneapi_device_selector", "listen", "port"}
+    args = {k: v for k, v in vars(comfy.cli_args.args).items() if k not in skip}
+    return WorkerConfig(s.world_size, s.backend, s.timeout_s, s.devices, args, __package__.rsplit(".", 1)[0],
+                        comfyui_version.__version__, torch.__version__)

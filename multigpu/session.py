@@ -1,170 +1,148 @@
-"""Rank 0's side of a live worker group: start, send models, run calls, detect faults, tear down.
+"""Rank 0's side of a live group: start it, keep the replicas current, run jobs, find faults, tear down.
 
 Invariants:
-* At most one session is alive per process (torch.distributed has one default group); `group.py`
-  enforces it.
-* Every message is acknowledged by every worker before the next one is posted and before rank 0
-  enters a reduction; a worker that dies, reports an error or stops answering ends the session (all
-  processes killed, the group destroyed) and raises TDPGroupError naming the rank. Nothing hangs longer
-  than the configured timeout, and the next use starts a fresh session.
-* An interrupt keeps the group in step: ranks skip their remaining tiles, the reduction still runs,
-  then rank 0 raises ComfyUI's interrupt.
+* At most one session is alive per process (torch.distributed has one default group); group.py keeps it.
+* Every message is acknowledged by every worker (a TCPStore.add counter, waited for with TCPStore.wait and
+  the group timeout) before the next one and before rank 0 enters a reduction. A worker that dies,
+  reports an error or stays silent ends the session (workers killed, the process group destroyed, or
+  aborted on NCCL) and raises TDPGroupError naming the rank; the next use starts a fresh session.
+* A death watcher thread per local worker wakes rank 0 at once when that process ends, so a killed
+  worker is named without waiting for the timeout. (No heartbeats: a silent worker is one whose ack is
+  missing when the timeout ends, as monitored_barrier would report it.)
+* An interrupt or error in rank 0's own tiles keeps the group in step: the workers skip their remaining
+  tiles, the reduction still runs, then rank 0 raises.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import datetime
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from . import protocol as P
-from .launch import (bind_env, describe_exit, interface_of, listen_socket, resolve_ipv4, spawn_worker, stop_processes,
-                     worker_command)
+from . import wire as W
+from .launch import (describe_exit, interface_of, listen_socket, resolve_ipv4, start_local_workers, stop_processes,
+                     where, worker_config)
+from .decode import Gather, Receiver, receiver_lead
+from .replica import fill_bucket, patched_weights, plan_buckets, replica_key
 from .settings import GroupSettings, TDPGroupError
 
 log = logging.getLogger(__name__)
 
-SOURCE_PACKAGE = __package__.rsplit(".", 1)[0]
-"""The pack's package name in this process (ComfyUI names it after the custom node folder)."""
-
-NOT_SENT_ARGS = {"cpu", "cuda_device", "default_device", "directml", "oneapi_device_selector", "listen", "port"}
-"""ComfyUI command-line settings a worker does not take from rank 0 (it has its own device)."""
-
-
-def comfyui_dir() -> Path:
-    """The ComfyUI tree this process runs (where the `comfy` package lives)."""
-    import comfy.model_base
-
-    return Path(comfy.model_base.__file__).resolve().parents[1]
+RANK0_NCCL_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2", "TORCH_NCCL_ENABLE_MONITORING": "0"}
+"""Set on rank 0 (ComfyUI) before the process group starts; ProcessGroupNCCL reads them when it is built.
+torch's default error handling, 3 (SkipCleanUp), and 1 (TearDown) kill the whole process when a collective
+fails or times out; 2 (CleanUpOnly) only aborts the NCCL communicators and lets the failed work raise, so
+ComfyUI lives on. The NCCL monitoring thread's only action is to kill the process when the watchdog hangs."""
 
 
 class Session:
     """A started group: the store, the worker processes (unless external) and the process group."""
 
     def __init__(self, settings: GroupSettings):
-        self.settings = settings
-        self.world = settings.world_size
+        self.settings, self.world = settings, settings.world_size
         self.workers = list(range(1, self.world))
         self.procs: dict[int, Any] = {}
         self.hellos: dict[int, dict] = {}
-        self.seq = 0
-        self.model_key: str | None = None
-        self.vae_key: str | None = None
-        self.pending: int | None = None
-        self.closed = False
+        self.held: dict[str, str] = {}
+        self.seq, self.pending, self.starting, self.closed = 0, None, True, False
         self.lock = threading.RLock()
         self.timeout = datetime.timedelta(seconds=settings.timeout_s)
         device = torch.device(settings.devices[0])
         self.comm_device = device if settings.backend == "nccl" else torch.device("cpu")
-        self._server = None
         self.store: Any = None
+        self._server: Any = None
         self.port = settings.port
         self._pg = False
-        self._heartbeats: dict[int, tuple[bytes, float]] = {}
+        self.env_at_init: dict[str, str | None] = {}
         self.stats: collections.Counter[str] = collections.Counter()
-        """Seconds spent per phase of model calls on rank 0: send, tiles, wait, reduce (and calls, bytes)."""
+        """Seconds per phase of jobs on rank 0: send, tiles, wait, reduce (and jobs, bytes)."""
 
     # -- start --------------------------------------------------------------------------------------------
     def start(self) -> "Session":
-        if self.world == 1:
-            return self
         s = self.settings
+        if not self.workers:  # one rank: nothing to start (its jobs never come here, see TDPGroup.seam)
+            return self
         try:
-            self._start_store()
-            self._publish_config()
+            sock = listen_socket(s.address, s.port)
+            self.port = sock.getsockname()[1]
+            self._server = dist.TCPStore(resolve_ipv4(s.address), self.port, None, True, timeout=self.timeout,
+                                         wait_for_workers=False, master_listen_fd=sock.detach())
+            self.store = dist.PrefixStore(W.PREFIX, self._server)
+            self.store.set("config", W.dumps(dataclasses.asdict(worker_config(s))))
             if not s.external_workers:
-                self._spawn()
+                self.procs = start_local_workers(s, self.port, self._watch)
             self._wait_hellos()
-            self.store.set(P.start_key(), b"1")
+            self.starting = False
+            self.store.set("start", b"1")
             self._init_process_group()
         except BaseException:
             self.close(kill=True)
             raise
-        log.info("LTX TDP: %d ranks ready (%s, %s backend, rendezvous %s:%d)", self.world,
-                 ", ".join(s.devices), s.backend, s.address, self.port)
+        log.info("LTX TDP: %d ranks ready (%s, %s backend, rendezvous %s:%d)", self.world, ", ".join(s.devices),
+                 s.backend, s.address, self.port)
         return self
 
-    def _start_store(self) -> None:
-        s = self.settings
-        sock = listen_socket(s.address, s.port)
-        self.port = sock.getsockname()[1]
-        fd = sock.detach()  # the store's server owns the socket from here on
-        self._server = dist.TCPStore(resolve_ipv4(s.address), self.port, None, True, timeout=self.timeout,
-                                     wait_for_workers=False, master_listen_fd=fd)
-        self.store = dist.PrefixStore(P.PREFIX, self._server)
-
-    def _publish_config(self) -> None:
-        import comfy.cli_args
-        import comfyui_version
-
-        args = {k: v for k, v in vars(comfy.cli_args.args).items() if k not in NOT_SENT_ARGS}
-        config = P.WorkerConfig(world_size=self.world, backend=self.settings.backend,
-                                timeout_s=self.settings.timeout_s, devices=self.settings.devices, comfy_args=args,
-                                source_package=SOURCE_PACKAGE, comfy_version=comfyui_version.__version__,
-                                torch_version=torch.__version__)
-        self.store.set(P.config_key(), P.dumps(dataclasses.asdict(config)))
-
-    def _spawn(self) -> None:
-        s = self.settings
-        env = bind_env(resolve_ipv4(s.address))
-        root = comfyui_dir()
-        for r in self.workers:
-            cmd = worker_command(root, r, self.world, s.address, self.port, s.devices[r], s.timeout_s, s.threads)
-            self.procs[r] = spawn_worker(cmd, env)
-            log.debug("LTX TDP: started rank %d (pid %d): %s", r, self.procs[r].pid, " ".join(cmd))
+    def _watch(self, rank: int, proc: Any) -> None:
+        """Death watcher of local worker `rank`: when it ends, wake rank 0 from whatever it waits for."""
+        proc.wait()
+        if self.closed:
+            return
+        try:
+            client = dist.TCPStore(resolve_ipv4(self.settings.address), self.port, None, False,
+                                   timeout=datetime.timedelta(seconds=5))
+            store = dist.PrefixStore(W.PREFIX, client)
+            if self.starting:
+                store.set(f"hello/{rank}", b"")
+            elif self.pending is not None:
+                store.set(f"done/{self.pending}", b"")
+        except Exception as e:  # the session is closing
+            log.debug("LTX TDP: death watcher of rank %d: %s", rank, e)
 
     def _wait_hellos(self) -> None:
-        s = self.settings
-        wait_s = max(s.timeout_s, P.STARTUP_MIN_S)
-        deadline = time.monotonic() + wait_s
-        pending = set(self.workers)
-        while pending:
-            for r in sorted(pending):
-                if self.store.check([P.hello_key(r)]):
-                    self.hellos[r] = P.loads(self.store.get(P.hello_key(r)))
-                    pending.discard(r)
-            for r in sorted(pending):
-                p = self.procs.get(r)
-                if p is not None and p.poll() is not None:
-                    raise TDPGroupError(f"LTX TDP: worker rank {r} (pid {p.pid}, {s.devices[r]}) {describe_exit(p.returncode)} "
-                                        "while starting; its log is in the ComfyUI console")
-            if pending and time.monotonic() > deadline:
-                how = ("were not started on the other host(s): start them with multigpu/worker_main.py "
-                       f"(--master-addr {s.address} --master-port {self.port})" if s.external_workers
-                       else "did not start")
-                raise TDPGroupError(f"LTX TDP: rank(s) {', '.join(map(str, sorted(pending)))} {how} within "
-                                    f"{wait_s:.0f} s")
-            if pending:
-                time.sleep(0.02)
-        import comfyui_version
-
+        s, wait_s = self.settings, max(self.settings.timeout_s, W.STARTUP_MIN_S)
+        keys = [f"hello/{r}" for r in self.workers]
+        try:
+            self.store.wait(keys, datetime.timedelta(seconds=wait_s))
+        except dist.DistStoreError:
+            missing = [r for r, k in zip(self.workers, keys) if not self.store.check([k])]
+            how = ("were not started on the other host(s): start them with multigpu/worker_main.py (--master-addr "
+                   f"{s.address} --master-port {self.port})" if s.external_workers else "did not start")
+            raise TDPGroupError(f"LTX TDP: rank(s) {', '.join(map(str, missing))} {how} within {wait_s:.0f} s") from None
+        for r, value in zip(self.workers, self.store.multi_get(keys)):
+            if not value:
+                p = self.procs[r]
+                raise TDPGroupError(f"LTX TDP: worker rank {r} (pid {p.pid}, {s.devices[r]}) "
+                                    f"{describe_exit(p.wait())} while starting; its log is in the ComfyUI console")
+            self.hellos[r] = W.loads(value)
+        mine = worker_config(s)
         for r, h in sorted(self.hellos.items()):
-            if h.get("comfy_version") != comfyui_version.__version__ or h.get("torch_version") != torch.__version__:
+            if (h.get("comfy_version"), h.get("torch_version")) != (mine.comfy_version, mine.torch_version):
                 log.warning("LTX TDP: rank %d runs ComfyUI %s / torch %s; rank 0 runs %s / %s. Replicas may differ.",
-                            r, h.get("comfy_version"), h.get("torch_version"), comfyui_version.__version__,
-                            torch.__version__)
+                            r, h.get("comfy_version"), h.get("torch_version"), mine.comfy_version, mine.torch_version)
 
     def _init_process_group(self) -> None:
         if dist.is_initialized():
             raise TDPGroupError("LTX TDP: torch.distributed is already initialised in this ComfyUI process "
                                 "(by another node?); the multi-GPU group cannot start")
+        for key, value in RANK0_NCCL_ENV.items():
+            if os.environ.get(key, value) != value:
+                log.warning("LTX TDP: %s=%s would let a failing worker kill ComfyUI; using %s", key, os.environ[key], value)
+            os.environ[key] = value
         name = interface_of(resolve_ipv4(self.settings.address))
         own = name is not None and "GLOO_SOCKET_IFNAME" not in os.environ
         if own:  # gloo binds to the configured address only (read while the group is created)
             os.environ["GLOO_SOCKET_IFNAME"] = name
         if name is not None and self.settings.backend == "nccl":
             os.environ.setdefault("NCCL_SOCKET_IFNAME", name)  # NCCL reads it later, at its first collective
+        self.env_at_init = {k: os.environ.get(k) for k in RANK0_NCCL_ENV}
         try:
             dist.init_process_group(self.settings.backend, store=dist.PrefixStore("pg", self._server), rank=0,
                                     world_size=self.world, timeout=self.timeout)
@@ -173,173 +151,170 @@ class Session:
                 os.environ.pop("GLOO_SOCKET_IFNAME", None)
         self._pg = True
 
-    # -- messages -----------------------------------------------------------------------------------------
-    def post(self, make: Callable[[int], P.Message]) -> int:
-        """Publish message seq+1 (built by `make(seq)`); the previous one has been acknowledged by all.
+    # -- the seam -----------------------------------------------------------------------------------------
+    def reduce(self, kind: str, patcher: Any, make_recipe: Any, job: Any, partial: Any) -> torch.Tensor:
+        """`partial`'s sum over every rank, the workers running `job` on their `kind` replica of `patcher`.
 
-        Until `done()`, the session is mid-exchange: an error escaping before then ends the session (the
-        workers may sit in a collective), see `runner.ModelRunner`.
+        If this breaks off while a message is pending, the ranks are out of step: the session is closed
+        (workers killed) before the error goes on.
         """
+        with self.lock:
+            try:
+                key = replica_key(patcher)
+                if self.held.get(kind) != key:
+                    self._send_replica(kind, key, patcher, make_recipe())
+                return self._run(kind, job, partial)
+            except BaseException:
+                if self.pending is not None and not self.closed:
+                    log.error("LTX TDP: a %s job broke off mid-exchange; stopping the worker group", kind)
+                    self.close(kill=True)
+                raise
+
+    def _send_replica(self, kind: str, key: str, patcher: Any, recipe: Any) -> None:
+        sd = patcher.model.state_dict()
+        entries, sizes = plan_buckets(list(sd.items()))
+        del sd
+        seq = self.post(lambda s: W.ReplicaMessage(s, kind, key, recipe, entries, sizes))
+        log.info("LTX TDP: sending the %s to %d worker rank(s): %.1f MiB in %d broadcast(s)", kind, len(self.workers),
+                 sum(sizes) / 2**20, len(sizes))
+        weights = patched_weights(patcher)
+        for index, size in enumerate(sizes):
+            bucket = torch.empty(size, dtype=torch.uint8, device=self.comm_device)
+            fill_bucket(bucket, index, entries, weights)
+            self.collective(f"while sending the {kind}", dist.broadcast, bucket, src=0)
+            del bucket
+        self.wait_acks(seq, f"while the workers loaded the {kind}")
+        self.pending = None
+        self.held[kind] = key
+
+    def _run(self, kind: str, job: Any, partial: Any) -> torch.Tensor:
+        gather = job if isinstance(job, Gather) else None
+        sent = gather.job if gather else job
+        tensors: list[torch.Tensor] = []
+        fields = W.split_tensors(W.job_fields(sent), tensors)
+        specs, nbytes = W.layout(tensors)
+        clock, stats = time.perf_counter(), self.stats
+        tiles = (gather.plan, receiver_lead(gather)) if gather else None
+        seq = self.post(lambda s: W.JobMessage(s, kind, self.held[kind], type(sent), fields, specs, nbytes, tiles))
+        what = f"during {'a tiled VAE decode' if gather else 'a model call'} (message {seq})"
+        if nbytes:
+            self.collective(what, dist.broadcast, W.pack(tensors, specs, nbytes, self.comm_device), src=0)
+        clock = _lap(stats, "send", clock)
+        receiver = Receiver(self, gather, what) if gather else None
+        failure: BaseException | None = None
         try:
-            data = P.dumps(make(self.seq + 1))
+            result = partial(0, self.world, receiver.upto if receiver else None)
+        except BaseException as e:  # interrupt (a BaseException in newer ComfyUI) or error: keep step, then raise
+            if self.closed:  # the group itself failed (a receive)
+                raise
+            failure, result = e, None
+            self.store.set(f"stop/{seq}", b"1")
+        if receiver:
+            receiver.rest()
+            result = gather.out
+        clock = _lap(stats, "tiles", clock)
+        self.wait_acks(seq, what)
+        clock = _lap(stats, "wait", clock)
+        if not gather:
+            flat = result if result is not None else torch.zeros(sent.numel, dtype=torch.float32)
+            buffer = flat.to(self.comm_device)
+            self.collective(what, dist.all_reduce, buffer, op=dist.ReduceOp.SUM)
+            result = buffer.to(flat.device)
+            stats["reduce_bytes"] += buffer.numel() * buffer.element_size()
+        self.pending = None
+        _lap(stats, "reduce", clock)
+        stats["jobs"] += 1
+        stats["send_bytes"] += nbytes
+        if failure is not None:
+            raise failure
+        return result
+
+    # -- messages and collectives ---------------------------------------------------------------------------
+    def post(self, make: Any) -> int:
+        """Publish message seq+1 (built by `make(seq)`); every worker acknowledged the previous one."""
+        try:
+            data = W.dumps(make(self.seq + 1))
         except Exception as e:  # nothing was posted: the group is still in step
-            raise TDPGroupError(f"LTX TDP: this model call cannot be sent to the worker ranks: {e}") from e
+            raise TDPGroupError(f"LTX TDP: this job cannot be sent to the worker ranks: {e}") from e
         self.seq += 1
         if self.seq > 1:
-            self.store.delete_key(P.msg_key(self.seq - 1))
-        self.store.set(P.msg_key(self.seq), data)
+            self.store.delete_key(f"msg/{self.seq - 1}")
+        self.store.set(f"msg/{self.seq}", data)
         self.pending = self.seq
         return self.seq
 
-    def done(self) -> None:
-        """The exchange of the last posted message is complete; every rank is waiting for the next one."""
-        self.pending = None
-
-    def broadcast(self, buffer: torch.Tensor, what: str) -> None:
+    def collective(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> None:
+        """Run `fn(*args, async_op=True)` (or `fn()` when it returns its work) and wait at most the timeout."""
         try:
-            dist.broadcast(buffer, src=0)
+            work = fn(*args, async_op=True, **kwargs) if args else fn()
+            work.wait(self.timeout)
         except Exception as e:
             raise self.fail(what, e) from None
 
-    def all_reduce(self, flat: torch.Tensor, what: str) -> torch.Tensor:
-        buf = flat.to(self.comm_device)
-        try:
-            dist.all_reduce(buf, op=dist.ReduceOp.SUM)
-        except Exception as e:
-            raise self.fail(what, e) from None
-        return buf.to(flat.device)
+    def wait_acks(self, seq: int, what: str) -> None:
+        """Wait (at most the timeout) until every worker acknowledged message `seq`; fail naming who did not,
+        who died or who reported an error."""
+        keys = [f"ack/{seq}/{r}" for r in self.workers]
+        if not any(p.poll() is not None for p in self.procs.values()):
+            try:
+                self.store.wait([f"done/{seq}"], self.timeout)
+            except dist.DistStoreError:
+                pass  # named below
+        acked = [r for r, k in zip(self.workers, keys) if self.store.check([k])]
+        errors = [(r, v) for r, v in zip(acked, self.store.multi_get([keys[r - 1] for r in acked]) if acked else []) if v]
+        if errors:
+            r, text = errors[0]
+            raise self.fail(what, detail=f"rank {r} ({where(self, r)}) failed: {text.decode(errors='replace')}")
+        if len(acked) < len(self.workers):
+            raise self.fail(what, missing=set(self.workers) - set(acked))
+        for k in [*keys, f"acks/{seq}", f"done/{seq}"]:
+            self.store.delete_key(k)
 
-    def wait_acks(self, seq: int, what: str, on_wait: Callable[[int], None] | None = None) -> None:
-        """Wait until every worker acknowledged message `seq`, for at most the timeout.
-
-        Raises (after tearing the session down) when a worker reports an error, exits, or stays silent.
-        `on_wait(seq)` runs while waiting (interrupt checks).
-        """
-        deadline = time.monotonic() + self.settings.timeout_s
-        pending, errors = set(self.workers), {}
-        pause, next_beat = 0.0005, time.monotonic() + 1.0
-        while pending:
-            for r in sorted(pending):
-                key = P.ack_key(seq, r)
-                if self.store.check([key]):
-                    value = self.store.get(key)
-                    self.store.delete_key(key)
-                    pending.discard(r)
-                    if value:
-                        errors[r] = value.decode(errors="replace")
-            if errors:
-                r, text = sorted(errors.items())[0]
-                raise self.fail(what, detail=f"rank {r} ({self._where(r)}) failed: {text}")
-            if not pending:
-                return
-            if on_wait is not None:
-                on_wait(seq)
-            dead = [r for r in pending if r in self.procs and self.procs[r].poll() is not None]
-            now = time.monotonic()
-            if dead or now > deadline:
-                raise self.fail(what, pending=pending)
-            if now > next_beat:
-                next_beat = now + 1.0
-                stale = self._stale(pending)
-                if stale:
-                    raise self.fail(what, pending=pending)
-            time.sleep(pause)
-            pause = min(pause * 2, 0.005)
-
-    def stop_call(self, seq: int) -> None:
-        self.store.set(P.stop_key(seq), b"1")
-
-    # -- faults -------------------------------------------------------------------------------------------
-    def _where(self, r: int) -> str:
-        h = self.hellos.get(r, {})
-        pid = self.procs[r].pid if r in self.procs else h.get("pid", "?")
-        return f"pid {pid} on {h.get('host', '?')}, {h.get('device', self.settings.devices[r])}"
-
-    def _stale(self, ranks: set[int], limit_s: float | None = None) -> list[int]:
-        """Ranks whose heartbeat has not moved for `limit_s` (default: min(timeout, 10 s))."""
-        limit = limit_s if limit_s is not None else min(self.settings.timeout_s, 10.0)
-        now, stale = time.monotonic(), []
-        for r in ranks:
-            key = P.heartbeat_key(r)
-            value = self.store.get(key) if self.store.check([key]) else b""
-            seen = self._heartbeats.get(r)
-            if seen is None or seen[0] != value:
-                self._heartbeats[r] = (value, now)
-            elif now - seen[1] > limit:
-                stale.append(r)
-        return stale
-
-    def diagnose(self, pending: set[int] | None = None) -> list[str]:
-        """Which ranks are dead, silent or behind, in words."""
-        problems = []
-        for r in self.workers:
-            p = self.procs.get(r)
-            if p is not None and p.poll() is not None:
-                problems.append(f"rank {r} ({self._where(r)}) {describe_exit(p.returncode)}")
-        if problems:
-            return problems
-        try:
-            limit = 2.5 * P.HEARTBEAT_S
-            self._stale(set(self.workers), limit)
-            time.sleep(limit + 0.2)
-            stale = self._stale(set(self.workers), limit)
-        except Exception:  # the store itself is broken
-            stale = []
-        problems += [f"rank {r} ({self._where(r)}) stopped answering (no heartbeat)" for r in stale]
-        if not problems and pending:
-            problems += [f"rank {r} ({self._where(r)}) did not answer within {self.settings.timeout_s:.0f} s"
-                         for r in sorted(pending)]
-        return problems
-
-    def fail(self, what: str, exc: BaseException | None = None, pending: set[int] | None = None,
+    # -- faults and end -------------------------------------------------------------------------------------
+    def fail(self, what: str, exc: BaseException | None = None, missing: set[int] = frozenset(),
              detail: str | None = None) -> TDPGroupError:
-        """Tear the session down and return the error to raise (naming the rank(s) when they can be told)."""
-        problems = [detail] if detail else self.diagnose(pending)
+        """End the session and return the error to raise, naming the rank(s) when they can be told."""
+        deadline = time.monotonic() + (2.0 if exc is not None else 0.0)  # a broken collective: its peer's exit
+        while time.monotonic() < deadline and all(p.poll() is None for p in self.procs.values()):
+            time.sleep(0.05)
+        problems = [detail] if detail else [
+            f"rank {r} ({where(self, r)}) {describe_exit(p.poll())}" for r, p in sorted(self.procs.items())
+            if p.poll() is not None]
         if not problems:
-            problems = [f"a worker rank failed ({exc})" if exc is not None else "a worker rank failed"]
+            problems = [f"rank {r} ({where(self, r)}) stopped answering: no ack within {self.settings.timeout_s:.0f} s"
+                        for r in sorted(missing)] or [f"a collective failed ({str(exc).splitlines()[0] if exc else '?'})"]
         self.close(kill=True)
         return TDPGroupError(f"LTX TDP multi-GPU group failed {what}: {'; '.join(problems)}. The workers were "
                              "stopped; the next prompt starts a fresh group.")
 
-    @contextlib.contextmanager
-    def exchange(self, what: str) -> Iterator[None]:
-        """Run one rank-0 exchange (a model call, a decode). If it breaks off while a message is pending,
-        the ranks are out of step: the group is stopped (workers killed) before the error goes on."""
-        try:
-            yield
-        except BaseException:
-            if self.pending is not None and not self.closed:
-                log.error("LTX TDP: %s broke off mid-exchange; stopping the worker group", what)
-                self.close(kill=True)
-            raise
-
-    # -- end ----------------------------------------------------------------------------------------------
     def close(self, kill: bool = False) -> None:
-        """End the session: workers told to exit (or killed), process group destroyed, no process left."""
+        """End the session: workers told to exit (or killed), the process group destroyed (aborted on NCCL
+        after a fault, as a hung communicator would block its destruction), no process left."""
         with self.lock:
             if self.closed:
                 return
             self.closed = True
         if self.store is not None and self.workers:
             try:  # live workers (external ones included) leave on their own
-                seq = self.post(lambda seq: P.ShutdownMessage(seq))
+                seq = self.post(lambda s: W.ShutdownMessage(s))
                 if not kill:
-                    self._wait_quietly(seq, 5.0)
+                    self.store.wait([f"done/{seq}"], datetime.timedelta(seconds=5))
             except Exception:
                 pass
         if self._pg:
             try:
-                dist.destroy_process_group()
+                if kill and self.settings.backend == "nccl":
+                    dist.distributed_c10d._abort_process_group()
+                else:
+                    dist.destroy_process_group()
             except Exception as e:
-                log.debug("LTX TDP: destroy_process_group: %s", e)
+                log.debug("LTX TDP: ending the process group: %s", e)
             self._pg = False
         stop_processes(list(self.procs.values()), grace_s=0.5 if kill else 5.0)
-        self.store = None
-        self._server = None
+        self.store = self._server = None
 
-    def _wait_quietly(self, seq: int, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        pending = set(self.workers)
-        while pending and time.monotonic() < deadline:
-            pending = {r for r in pending if not self.store.check([P.ack_key(seq, r)])}
-            time.sleep(0.01)
+
+def _lap(stats: Any, phase: str, since: float) -> float:
+    now = time.perf_counter()
+    stats[phase] += now - since
+    return now

@@ -1,10 +1,10 @@
-"""A worker rank: joins rank 0's group, holds a model replica and a VAE replica, runs its share of every
-model call and every tiled VAE decode.
+"""A worker rank: joins rank 0's group, holds a model replica and a VAE replica, runs its share of every job.
 
 Runs in its own process (started by `worker_main.py`), with ComfyUI's model code imported but no server.
-Invariants: it handles messages strictly in seq order and acknowledges each one; for a CALL it joins the
-reduction only after a successful ack (an error ack means rank 0 tears the group down); it exits when
-rank 0 goes away (pipe EOF, parent change, or a broken store), so no worker outlives ComfyUI.
+Invariants: it handles messages strictly in seq order and acknowledges each one; a job that fails or is
+stopped still completes its part of the data plane (a model call's worker joins the all_reduce only after
+a successful ack; a decode's worker sends zeros for the tiles it did not decode), so rank 0 never waits
+in a collective for a worker that gave up; it exits when rank 0 goes away (pipe EOF, or a broken store).
 """
 
 from __future__ import annotations
@@ -17,26 +17,24 @@ import os
 import socket
 import sys
 import threading
-import time
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from ..ltx.model_call import TiledModelCall
-from ..ltx.vae_decode import decode_tiled
-from . import protocol as P
-from .replica import build_replica, check_complete, load_bucket, restore_model_config
+from . import wire as W
+from .replica import receive_weights
 from .settings import TDPGroupError
-from .vae import receive_vae
 
 log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_LOST = 0, 3
+IDLE_WAIT = datetime.timedelta(days=1)
+"""How long one TCPStore.wait for the next message may last (an idle worker simply waits again)."""
 
 
 class _Stopped(Exception):
-    """Rank 0 asked to skip the remaining tiles of the call in flight (interrupt)."""
+    """Rank 0 asked to skip the remaining tiles of the job in flight (interrupt, or its own error)."""
 
 
 class RankZeroGone(Exception):
@@ -51,7 +49,7 @@ def _device(name: str) -> torch.device:
     return torch.device("cuda", 0) if dev.type == "cuda" and dev.index is None else dev
 
 
-def _import_comfy(config: P.WorkerConfig, device: torch.device) -> str:
+def _import_comfy(config: W.WorkerConfig, device: torch.device) -> str:
     """Configure ComfyUI's settings like rank 0's (attention, precision), for this device; import its model code."""
     import comfy.cli_args
 
@@ -75,79 +73,49 @@ def _import_comfy(config: P.WorkerConfig, device: torch.device) -> str:
 
 class Worker:
     def __init__(self, args: argparse.Namespace):
-        self.args = args
-        self.rank = args.rank
-        self.world = args.world_size
+        self.args, self.rank, self.world = args, args.rank, args.world_size
         self.timeout = datetime.timedelta(seconds=args.timeout)
         self.device = _device(args.device)
-        self.replica: Any = None
-        self.model_key: str | None = None
-        self.vae: Any = None
-        self.vae_key: str | None = None
-        self.stopping = threading.Event()
+        self.replicas: dict[str, tuple[str, Any]] = {}
 
-    # -- start --------------------------------------------------------------------------------------------
     def connect(self) -> None:
         a = self.args
-        self.client = dist.TCPStore(a.master_addr, a.master_port, None, False, timeout=self.timeout)
-        self.store = dist.PrefixStore(P.PREFIX, self.client)
-        self.config = P.WorkerConfig(**P.loads(self.store.get(P.config_key())))
+        client = dist.TCPStore(a.master_addr, a.master_port, None, False, timeout=self.timeout)
+        self.store = dist.PrefixStore(W.PREFIX, client)
+        self.config = W.WorkerConfig(**W.loads(self.store.get("config")))
         if self.config.world_size != self.world:
             raise TDPGroupError(f"rank 0 expects {self.config.world_size} ranks; this worker was started with "
                                 f"--world-size {self.world}")
         self.comm_device = self.device if self.config.backend == "nccl" else torch.device("cpu")
         version = _import_comfy(self.config, self.device)
-        if self.args.threads:
-            torch.set_num_threads(self.args.threads)
+        if a.threads:
+            torch.set_num_threads(a.threads)
         hello = {"rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(), "device": str(self.device),
                  "comfy_version": version, "torch_version": torch.__version__}
-        threading.Thread(target=self._heartbeat, name="ltx-tdp-heartbeat", daemon=True).start()
-        self.store.set(P.hello_key(self.rank), P.dumps(hello))
-        self._wait_for_start()
-        dist.init_process_group(self.config.backend, store=dist.PrefixStore("pg", self.client), rank=self.rank,
+        self.store.set(f"hello/{self.rank}", W.dumps(hello))
+        # rank 0 says go once every worker is ready (slow starters must not time out the fast ones)
+        self.store.wait(["start"], datetime.timedelta(seconds=max(a.timeout, W.STARTUP_MIN_S)))
+        dist.init_process_group(self.config.backend, store=dist.PrefixStore("pg", client), rank=self.rank,
                                 world_size=self.world, timeout=datetime.timedelta(seconds=self.config.timeout_s))
         log.info("rank %d/%d ready on %s (%s)", self.rank, self.world, self.device, self.config.backend)
 
-    def _wait_for_start(self) -> None:
-        """Rank 0 says go once every worker is ready (slow starters must not time out the fast ones)."""
-        deadline = time.monotonic() + max(self.args.timeout, P.STARTUP_MIN_S)
-        while not self.store.check([P.start_key()]):
-            if time.monotonic() > deadline:
-                raise TDPGroupError("rank 0 did not start the group in time (another worker failed to start?)")
-            time.sleep(0.01)
-
-    def _heartbeat(self) -> None:
-        """Bump hb/<rank> so rank 0 can tell a silent worker from a busy one; leave when rank 0 is gone."""
-        a = self.args
-        try:
-            client = dist.TCPStore(a.master_addr, a.master_port, None, False, timeout=self.timeout)
-            store = dist.PrefixStore(P.PREFIX, client)
-        except Exception:
-            return
-        n = 0
-        while not self.stopping.wait(P.HEARTBEAT_S):
-            n += 1
-            try:
-                store.set(P.heartbeat_key(self.rank), str(n))
-            except Exception:
-                if not self.stopping.is_set() and not a.rejoin:
-                    log.error("rank %d: rank 0 is gone; exiting", self.rank)
-                    os._exit(EXIT_LOST)
-                return
-
-    # -- loop ---------------------------------------------------------------------------------------------
     def serve(self) -> int:
         seq = 1
         while True:
-            msg = self._next(seq)
-            if isinstance(msg, P.ShutdownMessage):
+            try:
+                self.store.wait([f"msg/{seq}"], IDLE_WAIT)
+                msg = W.loads(self.store.get(f"msg/{seq}"), self.config.source_package)
+            except dist.DistStoreError:
+                continue  # a day without a message: wait again
+            except RuntimeError as e:
+                raise RankZeroGone(str(e).splitlines()[0]) from None
+            if isinstance(msg, W.ShutdownMessage):
                 self._ack(seq, "")
                 return EXIT_OK
-            after = None
+            after, error = None, ""
             try:
                 with torch.inference_mode():
                     after = self._handle(msg)
-                error = ""
             except Exception as e:
                 log.exception("rank %d: message %d failed", self.rank, seq)
                 error = f"{type(e).__name__}: {e}"
@@ -160,154 +128,119 @@ class Worker:
                     raise RankZeroGone(str(e).splitlines()[0]) from None
             seq += 1
 
-    def _next(self, seq: int) -> P.Message:
-        key, pause = P.msg_key(seq), 0.0005
-        while True:
-            try:
-                if self.store.check([key]):
-                    return P.loads(self.store.get(key), self.config.source_package)
-            except RuntimeError as e:
-                raise RankZeroGone(str(e)) from None
-            time.sleep(pause)
-            pause = min(pause * 1.5, 0.02)
-
     def _ack(self, seq: int, error: str) -> None:
+        """ack/<seq>/<rank> (b"" or the error), then the counter; the last worker to count sets done/<seq>."""
         try:
-            self.store.set(P.ack_key(seq, self.rank), error.encode())
+            self.store.set(f"ack/{seq}/{self.rank}", error.encode())
+            if self.store.add(f"acks/{seq}", 1) == self.world - 1:
+                self.store.set(f"done/{seq}", b"")
         except RuntimeError as e:
-            raise RankZeroGone(str(e)) from None
+            raise RankZeroGone(str(e).splitlines()[0]) from None
 
-    def _handle(self, msg: P.Message):
-        if isinstance(msg, P.ModelMessage):
-            return self._load_model(msg)
-        if isinstance(msg, P.CallMessage):
-            return self._call(msg)
-        if isinstance(msg, P.VaeMessage):
-            return self._load_vae(msg)
-        if isinstance(msg, P.DecodeMessage):
-            return self._decode(msg)
+    def _handle(self, msg: W.Message):
+        if isinstance(msg, W.ReplicaMessage):
+            return self._load_replica(msg)
+        if isinstance(msg, W.JobMessage):
+            return self._job(msg)
         raise TDPGroupError(f"unknown message {type(msg).__name__}")
 
-    # -- NEW_MODEL ----------------------------------------------------------------------------------------
-    def _load_model(self, msg: P.ModelMessage) -> None:
-        self.replica, self.model_key = None, None
+    def _load_replica(self, msg: W.ReplicaMessage) -> None:
+        self.replicas.pop(msg.kind, None)
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-        error, model, loaded = None, None, set()
+        error, module, home = None, None, self.device
         try:
-            config = restore_model_config(P.loads(msg.model_config, self.config.source_package))
-            model = build_replica(config, self.device)
+            module, home = msg.recipe.build(self.device, self.config.source_package)
         except Exception as e:  # still take every bucket, or rank 0 would wait in its broadcast
             error = e
-        for index, size in enumerate(msg.bucket_bytes):
-            bucket = torch.empty(size, dtype=torch.uint8, device=self.comm_device)
-            dist.broadcast(bucket, src=0)
-            if error is None:
-                try:
-                    load_bucket(model, bucket, index, msg.entries, loaded)
-                except Exception as e:
-                    error = e
-            del bucket
+        receive_weights(module, msg.entries, msg.bucket_bytes, lambda b: dist.broadcast(b, src=0), self.comm_device, home)
         if error is not None:
             raise error
-        check_complete(model, loaded)
-        self.replica, self.model_key = model, msg.model_key
-        log.info("rank %d: model replica ready (%d tensors)", self.rank, len(loaded))
+        self.replicas[msg.kind] = (msg.key, msg.recipe.wrap(module, self.device))
+        log.info("rank %d: %s replica ready (%d tensors)", self.rank, msg.kind, len(msg.entries))
 
-    # -- CALL ---------------------------------------------------------------------------------------------
-    def _call(self, msg: P.CallMessage):
+    def _job(self, msg: W.JobMessage):
         buffer = torch.empty(msg.payload_bytes, dtype=torch.uint8, device=self.comm_device)
         if msg.payload_bytes:
             dist.broadcast(buffer, src=0)
-        if self.replica is None or msg.model_key != self.model_key:
-            raise TDPGroupError(f"rank {self.rank} holds no replica of model {msg.model_key}")
-        self._place_replica(self.device)
-        tensors = [P.unpack(buffer, s).to(self.device) for s in msg.tensors]
-        tree = P.join_tensors(msg.payload, tensors)
-        call = TiledModelCall(msg.settings, msg.geometry, tree["x"], tree["kwargs"])
-        replica, t, context, options = self.replica, tree["t"], tree["c_crossattn"], tree["transformer_options"]
-
-        def run_tile(x: torch.Tensor, kw: dict[str, Any]) -> torch.Tensor:
-            return replica.apply_model(x, t, c_concat=None, c_crossattn=context, control=None,
-                                       transformer_options=options, **kw)
-
-        stop = P.stop_key(msg.seq)
-
-        def before_tile(_tile: Any) -> None:
-            if self.store.check([stop]):
-                raise _Stopped()
-
-        try:
-            flat = call.partial(run_tile, self.rank, self.world, before_tile=before_tile)
-        except _Stopped:
-            flat = torch.zeros(call.buffer_numel(), dtype=torch.float32, device=self.device)
-
-        def reduce() -> None:
-            dist.all_reduce(flat.to(self.comm_device), op=dist.ReduceOp.SUM)
-
-        return reduce
-
-    # -- NEW_VAE ------------------------------------------------------------------------------------------
-    def _load_vae(self, msg: P.VaeMessage) -> None:
-        self.vae, self.vae_key = None, None
-        gc.collect()
-        self.vae, self.vae_key = receive_vae(msg, self.device, self.comm_device), msg.vae_key
-        log.info("rank %d: VAE replica ready (%d tensors)", self.rank, len(msg.entries))
-
-    # -- DECODE -------------------------------------------------------------------------------------------
-    def _decode(self, msg: P.DecodeMessage):
-        spec = msg.latent
-        buffer = torch.empty(spec.offset + spec.nbytes, dtype=torch.uint8, device=self.comm_device)
-        if spec.nbytes:
-            dist.broadcast(buffer, src=0)
-        if self.vae is None or msg.vae_key != self.vae_key:
-            raise TDPGroupError(f"rank {self.rank} holds no replica of VAE {msg.vae_key}")
-        latent = P.unpack(buffer, spec).to(device="cpu", copy=True)
+        home = self.device if msg.gather is None else torch.device("cpu")
+        job = msg.job_type(**W.join_tensors(msg.fields, [W.unpack(buffer, s).to(home) for s in msg.tensors]))
         del buffer
-        self._place_replica(torch.device("cpu"))
-        stop = P.stop_key(msg.seq)
+        stop = f"stop/{msg.seq}"
 
-        def before_tile() -> None:
+        def before_tile(_tile: Any = None) -> None:
             if self.store.check([stop]):
                 raise _Stopped()
 
+        if msg.gather is not None:
+            return self._gather(job, msg, before_tile)
+        replica = self._replica(msg)
+        self._place_model(self.device)
         try:
-            images = decode_tiled(self.vae, latent, **msg.settings, rank=self.rank, world=self.world,
-                                  before_tile=before_tile)
+            flat = job.run(replica, self.rank, self.world, before_tile)
         except _Stopped:
-            images = torch.zeros(msg.output_shape, dtype=torch.float32)
-        if tuple(images.shape) != tuple(msg.output_shape):
-            raise TDPGroupError(f"rank {self.rank} decoded frames of shape {tuple(images.shape)}; rank 0 expects "
-                                f"{tuple(msg.output_shape)}")
+            flat = torch.zeros(job.numel, dtype=torch.float32)
+        return lambda: dist.all_reduce(flat.to(self.comm_device), op=dist.ReduceOp.SUM)
 
-        def reduce() -> None:
-            import comfy.model_management as mm
+    def _replica(self, msg: W.JobMessage) -> Any:
+        key, replica = self.replicas.get(msg.kind, (None, None))
+        if key != msg.replica_key:
+            raise TDPGroupError(f"rank {self.rank} holds no {msg.kind} replica {msg.replica_key}")
+        return replica
 
-            for chunk in P.reduce_chunks(images.view(-1)):
-                dist.all_reduce(chunk.to(self.comm_device), op=dist.ReduceOp.SUM)
-            try:  # the VAE leaves this worker's GPU: the model replica needs the room at the next prompt
-                mm.unload_all_models()
-            except Exception as e:
-                log.warning("rank %d: could not unload the VAE after the decode: %s", self.rank, e)
+    def _gather(self, job: Any, msg: W.JobMessage, before_tile: Any) -> None:
+        """Each of this rank's tiles, window-weighted, sent to rank 0 as soon as it is ready: at most one tile
+        in flight while the next decodes. After an error or a stop the remaining tiles are sent as zeros."""
+        import comfy.model_management as mm
 
-        return reduce
+        plan, lead = msg.gather
+        error: Exception | None = None
+        try:
+            self._place_model(torch.device("cpu"))  # the VAE needs the room, as ComfyUI makes room on rank 0
+            prepared = job.prepare(self._replica(msg))
+        except Exception as e:
+            error = e
+        skip, in_flight = error is not None, None
+        for tile in plan.tiles_for_rank(self.rank, self.world):
+            result = None
+            if not skip:
+                try:
+                    before_tile(tile)
+                    result = job.weighted_tile(prepared, tile)
+                except _Stopped:
+                    skip = True
+                except Exception as e:
+                    error, skip = e, True
+            out = (result if result is not None else torch.zeros((*lead, *tile.shape))).to(self.comm_device)
+            del result
+            if in_flight is not None:
+                in_flight[0].wait()
+            in_flight = (dist.isend(out, dst=0), out)
+            del out
+        if in_flight is not None:
+            in_flight[0].wait()
+        del in_flight
+        try:  # the VAE leaves this worker's GPU: the model replica needs the room at the next prompt
+            mm.unload_all_models()
+        except Exception as e:
+            log.warning("rank %d: could not unload the VAE after the decode: %s", self.rank, e)
+        if error is not None:
+            raise error
 
-    def _place_replica(self, device: torch.device) -> None:
-        """Move the model replica to `device` unless it is there. A decode moves it off the GPU (the VAE
-        needs the room, as ComfyUI makes room on rank 0); the next model call brings it back."""
-        if self.replica is None or self.device.type == "cpu":
+    def _place_model(self, device: torch.device) -> None:
+        """Move the model replica to `device` unless it is there (a decode moves it off the GPU)."""
+        model = self.replicas.get("model", (None, None))[1]
+        if model is None or self.device.type == "cpu":
             return
-        first = next(self.replica.parameters(), None)
+        first = next(model.parameters(), None)
         if first is not None and first.device != device:
-            self.replica.to(device)
+            model.to(device)
             if device.type == "cpu":
                 torch.cuda.empty_cache()
 
     def close(self) -> None:
-        self.stopping.set()
-        self.replica = None
-        self.vae = None
+        self.replicas.clear()
         if dist.is_initialized():
             try:
                 dist.destroy_process_group()
@@ -317,7 +250,6 @@ class Worker:
 
 def watch_parent_pipe() -> None:
     """Exit when rank 0's end of our stdin pipe closes (rank 0 ended, however it ended)."""
-
     fd = sys.stdin.fileno()
 
     def watch() -> None:

@@ -1,11 +1,16 @@
 """Entry script of a worker rank: `python <pack>/multigpu/worker_main.py --comfyui-dir DIR --rank R ...`.
 
-The launcher node runs it for ranks 1..N-1 on this machine. On another machine, run it by hand (same
-ComfyUI version, same pack, no model files needed) to join a ComfyUI whose launcher waits for external
-workers:
+The launcher node runs it for ranks 1..N-1 on this machine. On another machine (same ComfyUI version, same
+pack, no model files needed), one command starts that host's ranks, one per GPU, to join a ComfyUI whose
+launcher waits for external workers:
 
-    python <pack>/multigpu/worker_main.py --comfyui-dir /path/to/ComfyUI --rank 1 --world-size 2 \
-        --master-addr 10.0.0.1 --master-port 29500 --device cuda:0 [--bind-address 10.0.0.2] [--rejoin]
+    python <pack>/multigpu/worker_main.py --comfyui-dir /path/to/ComfyUI --gpus 8 --first-rank 8 \
+        --world-size 16 --master-addr 10.0.0.1 --master-port 29500 [--bind-address 10.0.0.2] [--rejoin]
+
+`--gpus N` starts N single-rank processes (ranks first-rank .. first-rank+N-1, device cuda:LOCAL_RANK, or
+`--device cpu`) with torch's own `torch.distributed.elastic.multiprocessing.start_processes` and waits for
+them; `--rank R` runs one rank in this process. (torchrun cannot do this: its rendezvous admits agents it
+starts, and its rank-0 agent assigns every rank, so it cannot admit ComfyUI as rank 0; see the README.)
 
 This script, not the pack, touches sys.path: it puts ComfyUI's directory first (to import its model
 code without starting a server) and registers the pack directory as the package `ltx_tdp`.
@@ -18,6 +23,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,16 +31,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PACK_DIR = HERE.parent
 PACKAGE = "ltx_tdp"
+EXIT_TERMINATED = 143
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="LTX TDP worker rank: joins a ComfyUI (rank 0) over torch.distributed.")
     p.add_argument("--comfyui-dir", required=True, help="the ComfyUI directory (holds comfy/ and main.py)")
-    p.add_argument("--rank", type=int, required=True, help="this worker's rank, 1 .. world-size - 1")
+    p.add_argument("--rank", type=int, default=None, help="run one rank, 1 .. world-size - 1, in this process")
+    p.add_argument("--gpus", type=int, default=0, help="start this many local ranks, one per GPU (or per --device)")
+    p.add_argument("--first-rank", type=int, default=1, help="the rank of the first of the --gpus local ranks")
     p.add_argument("--world-size", type=int, required=True, help="number of ranks, ComfyUI (rank 0) included")
     p.add_argument("--master-addr", default="127.0.0.1", help="address of the ComfyUI host (its launcher's address)")
     p.add_argument("--master-port", type=int, required=True, help="the launcher's port")
     p.add_argument("--device", default="auto", help="cuda:N or cpu (auto: cuda:$LOCAL_RANK when there is a GPU)")
+    p.add_argument("--log-dir", default=None, help="with --gpus: where each rank's output goes (default: this console)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for rank 0 and for each collective")
     p.add_argument("--bind-address", default=None,
                    help="the local address gloo/NCCL bind to (default: the one this host uses to reach master-addr)")
@@ -43,15 +53,47 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="after the group ends, wait for rank 0 to start a new one (for workers on other hosts)")
     p.add_argument("--parent-pipe", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if not 1 <= args.rank < args.world_size:
-        p.error(f"--rank must be between 1 and {args.world_size - 1} (rank 0 is ComfyUI)")
+    if (args.rank is None) == (args.gpus < 1):
+        p.error("give either --rank (one rank) or --gpus N (N local ranks)")
+    first, last = (args.rank, args.rank) if args.rank is not None else (args.first_rank, args.first_rank + args.gpus - 1)
+    if not 1 <= first <= last < args.world_size:
+        p.error(f"ranks {first}..{last} must lie between 1 and {args.world_size - 1} (rank 0 is ComfyUI)")
     return args
+
+
+def start_local_ranks(args: argparse.Namespace, argv: list[str]) -> int:
+    """--gpus N: one process per local rank through torch's start_processes; waits for all of them. The
+    exit code is 0 when every rank ended cleanly, else the first failure's."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std, start_processes
+
+    keep, skip = [], {"--gpus", "--first-rank", "--log-dir"}
+    it = iter(argv)
+    for a in it:
+        if a.split("=")[0] in skip:
+            if "=" not in a:
+                next(it, None)
+        else:
+            keep.append(a)
+    ranks = range(args.first_rank, args.first_rank + args.gpus)
+    cmd_args = {i: (str(HERE / "worker_main.py"), *keep, "--rank", str(r)) for i, r in enumerate(ranks)}
+    envs = {i: {"LOCAL_RANK": str(i), "RANK": str(r), "WORLD_SIZE": str(args.world_size), "MASTER_ADDR":
+                args.master_addr, "MASTER_PORT": str(args.master_port), "PYTHONUNBUFFERED": "1"}
+            for i, r in enumerate(ranks)}
+    logs = DefaultLogsSpecs(log_dir=args.log_dir, redirects=Std.ALL if args.log_dir else Std.NONE)
+    context = start_processes("ltx_tdp_worker", sys.executable, cmd_args, envs, logs)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_TERMINATED))  # run `finally`: end the local ranks
+    try:
+        result = context.wait()
+        failures = result.failures if result is not None else {}
+        for i, f in sorted(failures.items()):
+            logging.error("local rank %d (rank %d) failed with exit code %s", i, ranks[i], f.exitcode)
+        return next((f.exitcode for _, f in sorted(failures.items())), 0)
+    finally:
+        context.close()
 
 
 def register_pack(comfyui_dir: Path) -> None:
     """Make ComfyUI's model code and the pack importable, the pack as package `ltx_tdp`."""
-    if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
-        sys.path.pop(0)  # this folder's modules must not shadow top-level names (ComfyUI has a protocol.py)
     sys.path.insert(0, str(comfyui_dir))
     if PACKAGE not in sys.modules:
         spec = importlib.util.spec_from_file_location(PACKAGE, PACK_DIR / "__init__.py",
@@ -62,9 +104,15 @@ def register_pack(comfyui_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
+        sys.path.pop(0)  # this folder's modules must not shadow top-level names
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s [LTX TDP rank {args.rank}] %(levelname)s %(message)s")
+                        format=f"%(asctime)s [LTX TDP rank {args.rank if args.rank is not None else 'host'}] "
+                        "%(levelname)s %(message)s")
+    if args.rank is None:
+        return start_local_ranks(args, argv)
     comfyui_dir = Path(args.comfyui_dir).resolve()
     if not (comfyui_dir / "comfy").is_dir():
         logging.error("%s is not a ComfyUI directory (no comfy/ inside)", comfyui_dir)

@@ -9,7 +9,7 @@ import torch
 
 
 def test_tensors_leave_an_object_tree_and_come_back_bit_for_bit_in_any_dtype():
-    from ltx_tdp.multigpu import protocol as P
+    from ltx_tdp.multigpu import wire as P
 
     tree = {"x": torch.randn(2, 3, 4), "kw": {"mask": torch.ones(1, 5, dtype=torch.bool), "rate": 25.0,
                                                "shapes": [torch.Size([1, 2]), (3, 4)]},
@@ -18,17 +18,17 @@ def test_tensors_leave_an_object_tree_and_come_back_bit_for_bit_in_any_dtype():
     tensors: list[torch.Tensor] = []
     skeleton = P.split_tensors(tree, tensors)
     assert not any(isinstance(v, torch.Tensor) for v in pickle.loads(pickle.dumps(skeleton))["kw"].values())
-    outbox = P.Outbox.of(tensors)
-    assert all(s.offset % P.ALIGN == 0 for s in outbox.specs), [s.offset for s in outbox.specs]
-    buffer = outbox.buffer("cpu")
-    back = P.join_tensors(pickle.loads(pickle.dumps(skeleton)), [P.unpack(buffer, s) for s in outbox.specs])
+    specs, nbytes = P.layout(tensors)
+    assert all(s.offset % P.ALIGN == 0 for s in specs), [s.offset for s in specs]
+    buffer = P.pack(tensors, specs, nbytes, "cpu")
+    back = P.join_tensors(pickle.loads(pickle.dumps(skeleton)), [P.unpack(buffer, s) for s in specs])
     for a, b in zip(tensors, _flatten(back), strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), (a, b)
     assert back["kw"]["rate"] == 25.0 and back["kw"]["shapes"] == [torch.Size([1, 2]), (3, 4)]
 
 
 def _flatten(tree) -> list[torch.Tensor]:
-    from ltx_tdp.multigpu import protocol as P
+    from ltx_tdp.multigpu import wire as P
 
     out: list[torch.Tensor] = []
     P.split_tensors(tree, out)
@@ -36,7 +36,7 @@ def _flatten(tree) -> list[torch.Tensor]:
 
 
 def test_pickled_pack_classes_are_renamed_to_the_workers_package():
-    from ltx_tdp.multigpu import protocol as P
+    from ltx_tdp.multigpu import wire as P
     from ltx_tdp.tiling import AxisTiling
 
     data = P.dumps(AxisTiling(2, 3))

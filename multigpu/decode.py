@@ -1,0 +1,241 @@
+"""The tiled VAE decode over a group: the VAE's replica recipe and the decode job.
+
+A ComfyUI VAE (`comfy.sd.VAE`) holds lambdas and ComfyUI 0.3.x's `VideoVAE` does not keep its config, so
+the recipe is the module's structure (its class and `config` where it keeps one, else the module pickled
+with every weight replaced by a placeholder) plus a `VaeSpec`, the few plain attributes the decode reads.
+A worker wraps the rebuilt module in `VaeReplica`, which offers exactly what `ltx.vae_decode` uses.
+
+Memory: only rank 0 holds the frames. A worker decodes one tile at a time and sends it, window-weighted,
+to rank 0 (the group's gather), so its peak is one tile's decode plus the tile in flight; rank 0 adds each
+received tile into its output as its own loop reaches it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import math
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ..ltx.vae_decode import DECODE_SETTINGS, TiledDecode, prepare_decode, vae_scales, video_latent
+from ..tiling import Tile, blend_tiles
+from ..tiling.seam import BeforeTile
+from ..tiling.vae_axes import AxisScale
+from .settings import TDPGroupError
+
+
+def image_output(image: torch.Tensor) -> torch.Tensor:
+    """The map ComfyUI's image VAEs apply to decoded pixels: [-1, 1] -> [0, 1], clamped."""
+    return ((image + 1.0) / 2.0).clamp(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class VaeSpec:
+    """What the decode reads from a VAE besides its module, as plain values."""
+
+    scales: tuple[AxisScale, AxisScale, AxisScale]
+    latent_channels: int
+    output_channels: int
+    dtype: torch.dtype
+    decode_bytes_per_cell: float
+    """ComfyUI's decode memory estimate per latent cell (its estimates for LTX VAEs are linear in cells)."""
+    disable_offload: bool
+
+
+class _StructurePickler(pickle.Pickler):
+    """Pickles a module tree with the tensors in `weights` (by identity) as (is_parameter, dtype, shape)."""
+
+    def __init__(self, file: io.BytesIO, weights: set[int]):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.weights = weights
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor) and id(obj) in self.weights:
+            return ("weight", isinstance(obj, torch.nn.Parameter), obj.dtype, tuple(obj.shape))
+        return None
+
+
+class _StructureUnpickler(pickle.Unpickler):
+    """Loads `_StructurePickler`'s pickle; placeholder weights become empty tensors on the meta device."""
+
+    def persistent_load(self, pid: Any) -> Any:
+        kind, is_parameter, dtype, shape = pid
+        if kind != "weight":
+            raise pickle.UnpicklingError(f"unknown placeholder {kind!r}")
+        t = torch.empty(shape, dtype=dtype, device="meta")
+        return torch.nn.Parameter(t, requires_grad=False) if is_parameter else t
+
+
+@dataclass(frozen=True)
+class VaeRecipe:
+    """A VAE without its weights: ("config", class, config) or ("module", module with placeholders), and its spec."""
+
+    structure: bytes
+    spec: VaeSpec
+
+    @classmethod
+    def of(cls, vae: Any) -> "VaeRecipe":
+        probe = torch.linspace(-1.5, 1.5, 121)
+        if not torch.equal(vae.process_output(probe.clone()), image_output(probe)):
+            raise TDPGroupError("LTX TDP: this VAE maps its decoded pixels in a way the worker ranks cannot "
+                                "reproduce; disconnect tdp_group from the tiled VAE decode to decode on this machine")
+        module, channels = vae.first_stage_model, int(vae.latent_channels)
+        spec = VaeSpec(vae_scales(vae), channels, int(getattr(vae, "output_channels", 3)), vae.vae_dtype,
+                       float(vae.memory_used_decode((1, channels, 1, 1, 1), vae.vae_dtype)),
+                       bool(getattr(vae, "disable_offload", False)))
+        config = getattr(module, "config", None)
+        try:
+            takes_config = "config" in inspect.signature(type(module)).parameters
+        except (TypeError, ValueError):
+            takes_config = False
+        payload = ("config", type(module), config) if isinstance(config, dict) and takes_config else ("module", module)
+        out = io.BytesIO()
+        try:
+            _StructurePickler(out, {id(t) for t in module.state_dict(keep_vars=True).values()}).dump(payload)
+        except Exception as e:
+            raise TDPGroupError(f"LTX TDP: this VAE ({type(module).__name__}) cannot be sent to the worker ranks: "
+                                f"{e}; disconnect tdp_group from the tiled VAE decode to decode on this machine") from e
+        return cls(out.getvalue(), spec)
+
+    def build(self, device: torch.device, source_package: str) -> tuple[torch.nn.Module, torch.device]:
+        """The module with meta weights (cast to the VAE's dtype first, as ComfyUI casts a VAE before loading
+        its weights) and ComfyUI's VAE offload device, where its weights wait between decodes."""
+        import comfy.model_management as mm
+
+        payload = _StructureUnpickler(io.BytesIO(self.structure)).load()
+        if payload[0] == "config":
+            module = payload[1](config=payload[2]).to(self.spec.dtype)
+            archive = getattr(mm, "archive_model_dtypes", None)  # current ComfyUI records the dtypes here too
+            if archive is not None:
+                archive(module)
+        else:
+            module = payload[1]
+        return module.eval(), mm.vae_offload_device()
+
+    def wrap(self, module: torch.nn.Module, device: torch.device) -> "VaeReplica":
+        return VaeReplica(module, self.spec, device)
+
+
+class VaeReplica:
+    """A worker's stand-in for comfy.sd.VAE: exactly what `ltx.vae_decode` reads. `patcher` is a plain
+    ComfyUI ModelPatcher, so ComfyUI's model management loads it on this worker's device like a VAE."""
+
+    def __init__(self, module: torch.nn.Module, spec: VaeSpec, device: torch.device):
+        import comfy.model_management as mm
+        import comfy.model_patcher
+
+        self.first_stage_model = module
+        self.upscale_ratio = (spec.scales[0].pixel_length, spec.scales[1].factor, spec.scales[2].factor)
+        self.latent_channels, self.output_channels = spec.latent_channels, spec.output_channels
+        self.vae_dtype, self.device, self.disable_offload = spec.dtype, device, spec.disable_offload
+        self.decode_bytes_per_cell = spec.decode_bytes_per_cell
+        self.patcher = comfy.model_patcher.ModelPatcher(module, load_device=device,
+                                                        offload_device=mm.vae_offload_device())
+
+    def memory_used_decode(self, shape: tuple[int, ...], dtype: torch.dtype) -> float:
+        return self.decode_bytes_per_cell * math.prod(shape[2:])
+
+    @staticmethod
+    def process_output(image: torch.Tensor) -> torch.Tensor:
+        return image_output(image)
+
+
+@dataclass(frozen=True)
+class DecodeJob:
+    """One tiled decode as a worker runs it: `prepare_decode(vae, latent, **settings)`, then tile by tile."""
+
+    latent: torch.Tensor
+    settings: dict[str, int]
+
+    def prepare(self, vae: Any) -> TiledDecode:
+        return prepare_decode(vae, self.latent, **self.settings)
+
+    @staticmethod
+    def weighted_tile(decode: TiledDecode, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s window-weighted pixels (batch, channels, *tile.shape), fp32 on the CPU."""
+        return decode.decode_tile(tile).to(device="cpu", dtype=torch.float32) * tile.window()
+
+
+@dataclass
+class Gather:
+    """A job whose workers send each tile's window-weighted result to rank 0, which adds it into `out`."""
+
+    job: Any
+    plan: Any
+    out: torch.Tensor
+
+
+class Receiver:
+    """Rank 0's half of a gather: every worker tile, received in tile order and added into `gather.out`."""
+
+    def __init__(self, session: Any, gather: Gather, what: str):
+        self.session, self.gather, self.what = session, gather, what
+        self.remote = [t for t in gather.plan.tiles if t.index % session.world != 0]
+        self.lead = receiver_lead(gather)
+        self.next = 0
+
+    def upto(self, tile: Any) -> None:
+        """Before rank 0's tile `tile`: take the worker tiles enumerated before it (they are ready by now)."""
+        self._take(tile.index)
+
+    def rest(self) -> None:
+        self._take(len(self.gather.plan.tiles))
+
+    def _take(self, before: int) -> None:
+        s, out = self.session, self.gather.out
+        while self.next < len(self.remote) and self.remote[self.next].index < before:
+            tile = self.remote[self.next]
+            buffer = torch.empty((*self.lead, *tile.shape), dtype=torch.float32, device=s.comm_device)
+            s.collective(self.what, lambda: dist.irecv(buffer, src=tile.index % s.world))
+            out[(Ellipsis, *tile.slices)] += buffer.to(out.device)
+            self.next += 1
+
+
+
+def receiver_lead(gather: Gather) -> tuple[int, ...]:
+    """The leading (untiled) axes of a gather's tiles, e.g. (batch, channels)."""
+    return tuple(gather.out.shape[: gather.out.ndim - len(gather.plan.shape)])
+
+
+def group_decode(group: Any, vae: Any, samples: Any, progress: Any = None, **settings: int) -> torch.Tensor:
+    """`decode_tiled(vae, samples, **settings)` with the tiles spread over `group`'s ranks: the same
+    (batch, frames, height, width, channels) fp32 CPU frames, held by rank 0 only."""
+    import comfy.model_management as mm
+
+    unknown = sorted(set(settings) - set(DECODE_SETTINGS))
+    if unknown:
+        raise TypeError(f"unknown decode settings {', '.join(unknown)}; expected some of {', '.join(DECODE_SETTINGS)}")
+    decode = prepare_decode(vae, samples, **settings)  # refuses a bad layout before anything is posted
+    plan = decode.plan.pixels
+    images = torch.zeros(decode.output_shape, dtype=torch.float32)
+    out = images.permute(0, 4, 1, 2, 3)  # blend over trailing (frames, height, width); channels-last result
+    job = Gather(DecodeJob(video_latent(samples).detach().to("cpu"), dict(settings)), plan, out)
+
+    def partial(rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
+        n = len(plan.tiles)
+
+        def before(tile: Tile) -> None:
+            mm.throw_exception_if_processing_interrupted()
+            if before_tile is not None:
+                before_tile(tile)
+
+        def on_tile(done: int, total: int, tile: Tile) -> None:
+            if progress is not None:
+                progress(min(done * world, n), n)
+
+        with torch.inference_mode():
+            blend_tiles(plan, lambda t: decode.decode_tile(t).to("cpu"), rank=rank, world=world, out=out,
+                        before_tile=before, on_tile=on_tile)
+        return out
+
+    with torch.inference_mode():
+        group.seam("vae", vae.patcher, lambda: VaeRecipe.of(vae)).reduce(job, partial)
+    mm.throw_exception_if_processing_interrupted()
+    if progress is not None:
+        progress(len(plan.tiles), len(plan.tiles))
+    return images

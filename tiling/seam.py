@@ -1,0 +1,35 @@
+"""The seam between a tile loop and the ranks that share its tiles.
+
+A tile loop hands its group `partial(rank, world, before_tile)`: the window-weighted sum of the tiles that
+`rank` of `world` ranks owns (round-robin, `TilePlan.tiles_for_rank`), running `before_tile(tile)`, when
+given, before each tile. The group returns the sum over every rank, which is the whole blend. What the
+other ranks run is described by `job`; `LOCAL`, the one-process group, needs none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Optional, Protocol
+
+import torch
+
+from .plan import Tile
+
+BeforeTile = Optional[Callable[[Tile], None]]
+Partial = Callable[[int, int, BeforeTile], torch.Tensor]
+"""partial(rank, world, before_tile) -> this rank's window-weighted sum (an fp32 tensor)."""
+
+
+class TileGroup(Protocol):
+    def reduce(self, job: Any, partial: Partial) -> torch.Tensor:
+        """The sum over every rank of the group of `partial(rank, world, before_tile)`."""
+
+
+class LocalGroup:
+    """One rank: rank 0 of 1 owns every tile, so its partial sum is already the blend."""
+
+    def reduce(self, job: Any, partial: Partial) -> torch.Tensor:
+        return partial(0, 1, None)
+
+
+LOCAL = LocalGroup()

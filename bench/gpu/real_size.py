@@ -47,7 +47,9 @@ def _oom(e: BaseException) -> bool:
 
 def _build(rec: Records, sizes: Sizes) -> tuple[Any, Any]:
     (patcher, facts), seconds, peak = measure(lambda: build_ltx2_transformer(sizes.transformer, _dtype()))
-    rec.add("build LTX-2 transformer", "ok", seconds=seconds, peak_gib=peak, attention=attention_name(), **facts)
+    rec.add("build LTX-2 transformer", "ok", seconds=seconds, peak_gib=peak, attention=attention_name(),
+            video_latent=list(sizes.video_latent), audio_latents=sizes.audio_latents, text_tokens=sizes.text_tokens,
+            sigma=sizes.sigma, **facts)
     inputs = call_inputs(patcher, sizes.video_latent, sizes.audio_latents, sizes.text_tokens, seed=7)
     warm = call_inputs(patcher, sizes.warmup_latent, 5, sizes.text_tokens, seed=8)
     _, seconds, _ = measure(lambda: model_call(patcher, warm, sizes.sigma))

@@ -86,14 +86,17 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
         add(f"Built with ComfyUI's LTXAVModel as ComfyUI detects it ({build['detected_config']}): "
             f"{_count(build['parameters'])} parameters, {build['layers']} layers, video {build['video_width']} "
             f"/ audio {build['audio_width']} wide, {build['dtype']} weights {_f(build['weights_gib'])} GiB, "
-            f"built on the device in {_f(build['seconds'], 1)} s; attention: {build['attention']}.")
+            f"built on the device in {_f(build['seconds'], 1)} s; attention: {build['attention']}. Input: video "
+            f"latent {' x '.join(map(str, build['video_latent']))} (frames x height x width, one token per cell), "
+            f"{build['audio_latents']} audio latents, {build['text_tokens']} text tokens, sigma {build['sigma']}.")
         add("")
     add("Seconds per sampling step = one model call (stage 2 runs cfg 1; double it for cfg > 1). For 2, 4 and 8 "
         "GPUs the figure is the measured compute of one GPU's share of the tiles (rank 0 of the group, tiles "
         "round-robin) without the all_reduce: a lower bound for the group.")
     add("")
-    add("| GPUs | layout | tiles on the GPU | s per step | stage 2 (2 steps), s | peak GPU GiB | speed-up vs untiled | status |")
-    add("|---:|---|---:|---:|---:|---:|---:|---|")
+    add("| GPUs | layout | tiles on the GPU | largest tile (tokens) | s per step | stage 2 (2 steps), s | peak GPU GiB "
+        "| speed-up vs untiled | status |")
+    add("|---:|---|---:|---|---:|---:|---:|---:|---|")
     rows = step_time_rows(records)
     untiled_s = rows[0]["rec"]["seconds"] if rows[0]["rec"] else None
     for row in rows:
@@ -101,9 +104,16 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
         sec = r["seconds"] if r else None
         speed = _f(untiled_s / sec) if (untiled_s and sec) else "—"
         bound = " (lower bound)" if row["bound"] else ""
-        add(f"| {row['gpus']} | {row['how']} | {row['tiles']} | {_f(sec)}{bound if sec else ''} | "
+        tile = f"{' x '.join(map(str, r['largest_tile']))} ({r['tile_tokens']:,})" if r and r.get("largest_tile") else (
+            f"whole ({r['tokens']:,})" if r and r.get("tokens") else "—")
+        add(f"| {row['gpus']} | {row['how']} | {row['tiles']} | {tile} | {_f(sec)}{bound if sec else ''} | "
             f"{_f(sec * STAGE2_STEPS if sec else None)} | {_f(r.get('peak_gib') if r else None)} | {speed} | "
             f"{row['status']} |")
+    one, four = rows[3]["rec"], rows[1]["rec"]
+    if one and four:
+        add("")
+        add(f"Consistency: 4 x one tile of 2x2 = {_f(4 * one['seconds'])} s against {_f(four['seconds'])} s measured "
+            "for all four tiles in one patched call (tiles differ by a cell in size; the call adds the blend).")
     add("")
 
     add("## LTX-2 VAE decode" + (" of a 3840 x 2176 x 121 clip" if env["mode"].startswith("GPU") else " (smoke sizes)"))

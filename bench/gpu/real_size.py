@@ -124,19 +124,24 @@ def _vae_and_latent(rec: Records, sizes: Sizes) -> tuple[Any, torch.Tensor]:
 
 def vae_tiled(rec: Records, sizes: Sizes) -> None:
     """The pack's tiled decode at the node's defaults: time, peak GPU memory, frames in system memory."""
-    from ltx_tdp.ltx.vae_decode import decode_layout, decode_tiled
+    from ltx_tdp.ltx.vae_decode import decode_tiled
 
     vae, latent = _vae_and_latent(rec, sizes)
-    _, plan, shape = decode_layout(vae, latent, **sizes.decode)
-    decode_tiled(vae, latent[:, :, :2, :4, :4], **sizes.decode)  # warm-up: load the VAE, pick kernels
+    settings = sizes.decode_settings()
+    decode_tiled(vae, latent[:, :, :2, :4, :4], **settings)  # warm-up: load the VAE, pick kernels
+    tiles: dict[str, int] = {}
+
+    def progress(done: int, total: int) -> None:
+        tiles["total"] = total
+
     try:
-        frames, seconds, peak = measure(lambda: decode_tiled(vae, latent, **sizes.decode))
+        frames, seconds, peak = measure(lambda: decode_tiled(vae, latent, progress=progress, **settings))
     except Exception as e:
         rec.add("tiled decode", "oom" if _oom(e) else "error", error=f"{type(e).__name__}: {e}"[:500])
         return
-    rec.add("tiled decode", "ok", seconds=seconds, peak_gib=peak, tiles=" x ".join(map(str, plan.pixels.counts)),
-            frames_shape=list(shape), output_gib=frames.numel() * frames.element_size() / 2**30,
-            settings=sizes.decode, finite=bool(torch.isfinite(frames).all()))
+    rec.add("tiled decode", "ok", seconds=seconds, peak_gib=peak, tiles=tiles.get("total"),
+            frames_shape=list(frames.shape), output_gib=frames.numel() * frames.element_size() / 2**30,
+            settings=settings, finite=bool(torch.isfinite(frames).all()))
 
 
 class _FallbackSeen(logging.Handler):

@@ -124,7 +124,7 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
         add("")
     add("| method | time (s) | peak GPU GiB | tiles | output | status |")
     add("|---|---:|---:|---|---|---|")
-    for step, name, label in (("vae_tiled", "tiled decode", "LTX TDP tiled decode (node defaults)"),
+    for step, name, label in (("vae_tiled", "tiled decode", "LTX TDP tiled decode"),
                               ("vae_untiled", "VAE.decode, whole clip", "ComfyUI VAE.decode (VAEDecode), untiled")):
         rs = _find(records, step, name)
         r = rs[-1] if rs else None
@@ -133,6 +133,8 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
             status = "OOM: ComfyUI fell back to its own tiled decode (time includes the fallback)"
         out = f"{_f(r['output_gib'])} GiB fp32 in system memory" if r and r.get("output_gib") else (
             str(r.get("frames_shape")) if r and r.get("frames_shape") else "—")
+        if r is not None and r.get("settings"):
+            label += " (" + ", ".join(f"{k} {v}" for k, v in r["settings"].items()) + ")"
         add(f"| {label} | {_f(r.get('seconds') if r else None)} | {_f(r.get('peak_gib') if r else None)} | "
             f"{r.get('tiles', '—') if r else '—'} | {out} | {status} |")
     add("")

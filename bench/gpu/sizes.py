@@ -52,8 +52,18 @@ LTX2_VAE_CONFIG = {
 }
 """The LTX-2 video VAE (its encoder is built too, as ComfyUI's VideoVAE always builds both, but never run)."""
 
-NODE_DECODE_DEFAULTS = dict(spatial_tile=768, spatial_overlap=64, temporal_tile=80, temporal_overlap=24)
-"""LTX TDP Tiled VAE Decode's defaults (upstream LTX-2's 4K decode settings); context 1 cell is the default."""
+DECODE_SETTINGS = ("spatial_tile", "spatial_overlap", "temporal_tile", "temporal_overlap")
+
+
+def node_decode_defaults() -> dict:
+    """The tiled decode's default tiles (the node's defaults: 768 px / 64 px, 80 frames / 24; context 1 cell),
+    read from `ltx.vae_decode.decode_tiled` so that the check follows them."""
+    import inspect
+
+    from ltx_tdp.ltx.vae_decode import decode_tiled
+
+    params = inspect.signature(decode_tiled).parameters
+    return {name: params[name].default for name in DECODE_SETTINGS}
 
 
 @dataclass(frozen=True)
@@ -89,13 +99,12 @@ class Sizes:
     four: Layout = Layout(2, 2, 5)
     eight: Layout = Layout(2, 4, 5)
     vae_config: dict = field(default_factory=lambda: dict(LTX2_VAE_CONFIG))
-    decode: dict = field(default_factory=lambda: dict(NODE_DECODE_DEFAULTS))
+    decode: dict | None = None
+    """Tiled decode settings; None: the node's defaults."""
     warmup_latent: tuple[int, int, int] = (2, 8, 8)
 
-    def pixels(self) -> tuple[int, int, int]:
-        """(width, height, frames) of the video this latent decodes to (x32 space, x8 causal time)."""
-        f, h, w = self.video_latent
-        return 32 * w, 32 * h, 8 * (f - 1) + 1
+    def decode_settings(self) -> dict:
+        return dict(self.decode) if self.decode is not None else node_decode_defaults()
 
 
 REAL = Sizes(label="real (LTX-2 19B, 3840 x 2176 x 121)")

@@ -107,7 +107,7 @@ def test_the_vae_steps_decode_the_whole_clip_tiled_and_untiled(smoke):
     (untiled,) = [r for r in _records(smoke, "vae_untiled") if r["name"] == "VAE.decode, whole clip"]
     assert tiled["status"] == "ok" and tiled["finite"], f"tiled decode: {tiled}"
     assert untiled["status"] == "ok" and untiled["finite"], f"VAE.decode: {untiled}"
-    assert tiled["tiles"] != "1 x 1 x 1", f"the smoke decode ran one tile only ({tiled['tiles']}): nothing was tiled"
+    assert tiled["tiles"] > 1, f"the smoke decode ran {tiled['tiles']} tile(s): nothing was tiled"
     # decode_tiled gives (batch, frames, H, W, C); ComfyUI's VAE.decode folds nothing for a video: the same.
     assert tiled["frames_shape"] == untiled["frames_shape"], f"{tiled['frames_shape']} vs {untiled['frames_shape']}"
 

@@ -83,13 +83,16 @@ class TrainConfig:
     def key(self) -> str:
         """A short hash of every setting that changes the trained weights (the cache key)."""
         d = dataclasses.asdict(self)
-        d.pop("threads")
+        for name in ("threads", "holdout_videos", "holdout_sigmas"):  # they do not change the weights
+            d.pop(name)
         blob = json.dumps(d, sort_keys=True) + TRAINING_CODE_VERSION
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 TRAINING_CODE_VERSION = "1"
 """Bump when the training code changes in a way the config does not show (invalidates the cache)."""
+SWEEP_CODE_VERSION = "1"
+"""Bump when the methods or metrics change in a way the config does not show (invalidates cached sweeps)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,11 @@ class BenchConfig:
     @property
     def cells(self) -> int:
         return 2 * self.train.model.max_cells
+
+    def key(self) -> str:
+        """A short hash of every setting that changes the sweep's results (with the trained model's key)."""
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str) + SWEEP_CODE_VERSION
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def cases(self) -> tuple[Case, ...]:
         """The default case, then the overlap, tiling and first-sigma sweeps (each case once)."""

@@ -103,8 +103,11 @@ def write(cfg: BenchConfig, trained: Trained, results: Results, out: Path, comfy
     ]
     for row in trained.holdout:
         best = min(row["zero"], row["input"], row["scaled input"])
+        verdict = "yes" if row["model"] < best else "NO"
+        if row["sigma"] >= 1.0:  # x_t is pure noise: the data mean is the best any predictor can do
+            verdict += " (pure noise: nothing can beat predicting the mean)"
         lines.append(f"| {row['sigma']:g} | {row['model']:.4f} | {row['model at 2S']:.4f} | {row['zero']:.4f} | "
-                     f"{row['input']:.4f} | {row['scaled input']:.4f} | {'yes' if row['model'] < best else 'NO'} |")
+                     f"{row['input']:.4f} | {row['scaled input']:.4f} | {verdict} |")
     d = cfg.default
     lines += [
         "",

@@ -5,8 +5,9 @@
 
 Writes bench/results/quality.md and bench/results/quality_*.png. The trained model is cached under
 $LTX_TDP_CACHE/quality/<config hash>/ (default ~/.cache/ltx-tdp/quality/): a second run skips training.
-Options: --train-only, --smoke (the whole benchmark at minimum size, results to a temporary folder),
---results DIR, --cache DIR.
+The sweep's results are cached beside the model (keyed by the benchmark config), so the report can be
+rebuilt without refining again. Options: --train-only, --fresh (refine again), --smoke (the whole
+benchmark at minimum size, results to a temporary folder), --results DIR, --cache DIR.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
@@ -36,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="minimum size, results to a temporary folder")
     parser.add_argument("--train-only", action="store_true", help="train (or find in the cache) and stop")
+    parser.add_argument("--fresh", action="store_true", help="run the sweep even if its results are cached")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--cache", type=Path, default=default_cache())
     args = parser.parse_args()
@@ -61,7 +65,13 @@ def main() -> None:
         return
     from ltx_tdp.bench.quality import report, sweep
 
-    results = sweep.run(cfg, trained)
+    stored = trained.checkpoint.parent / f"sweep_{cfg.key()}.pt"
+    if stored.is_file() and not args.smoke and not args.fresh:
+        log.info("sweep results from the cache: %s (--fresh to run it again)", stored)
+        results = torch.load(stored, weights_only=False)
+    else:
+        results = sweep.run(cfg, trained)
+        torch.save(results, stored)
     out = Path(tempfile.mkdtemp(prefix="ltx_tdp_quality_results_")) if args.smoke else args.results
     report.write(cfg, trained, results, out, comfy_runtime.comfyui_version())
     log.info("wrote %s", out / "quality.md")

@@ -28,9 +28,10 @@ def test_training_is_seeded_and_cached(comfy, smoke_trained, tmp_path):
 
 def test_a_different_config_is_a_different_cache_entry():
     other = dataclasses.replace(SMOKE.train, steps=SMOKE.train.steps + 1)
-    threads_only = dataclasses.replace(SMOKE.train, threads=SMOKE.train.threads + 1)
+    check_only = dataclasses.replace(SMOKE.train, threads=SMOKE.train.threads + 1, holdout_videos=5,
+                                     holdout_sigmas=(0.5,))
     assert other.key() != SMOKE.train.key()
-    assert threads_only.key() == SMOKE.train.key()
+    assert check_only.key() == SMOKE.train.key(), "threads and the held-out check do not change the weights"
 
 
 def test_gradient_through_comfyui_blocks_matches_a_finite_difference(comfy, smoke_trained):

@@ -19,12 +19,14 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..tiling import AxisTileSize, Tile, blend_tiles
 from ..tiling.vae_axes import AxisScale, DecodeSource, VaeDecodePlan, plan_vae_decode
+from .vae_reach import counted_reach, whole_frame_layers
 
 log = logging.getLogger(__name__)
 
@@ -94,29 +96,64 @@ def _time_scale(frames_for: Callable[[int], int]) -> AxisScale | None:
     return None
 
 
-def decoder_reach(vae: Any) -> tuple[float, float]:
-    """(time, space) receptive radius of the VAE's decoder in latent cells, read from its layers.
+def decoder_reach(vae: Any) -> tuple[int, int]:
+    """(time, space) context in latent cells that makes a tile exact: the decoder's reach, counted over its
+    kernels, paddings and upsamplers (`ltx.vae_reach.counted_reach`; the tests check it against gradients).
 
-    A tile decoded with at least ceil(reach) latent cells of context on every side has the same pixels in
-    its crop as the untiled decode (up to float rounding): each convolution of kernel k at a resolution r
-    times the latent's adds (k // 2) / r cells, and each depth-to-space upsampler multiplies r by its
-    stride after its own convolution. Trained VAEs reach much less far in effect than this bound.
+    A tile decoded with at least this many latent cells of context on every side has the same pixels in
+    its crop as the untiled decode up to float rounding, unless the decoder has a layer that mixes the
+    whole frame (`ltx.vae_reach.whole_frame_layers`), which no finite context makes exact.
     """
-    from comfy.ldm.lightricks.vae.causal_conv3d import CausalConv3d
-    from comfy.ldm.lightricks.vae.causal_video_autoencoder import DepthToSpaceUpsample
+    reach = counted_reach(vae.first_stage_model.decoder)
+    return reach.time.context, reach.space.context
 
-    reach, scale, pending = [0.0, 0.0], [1, 1], None
-    for module in vae.first_stage_model.decoder.modules():
-        if isinstance(module, DepthToSpaceUpsample):
-            pending = (module.stride[0], module.stride[1])
-        elif isinstance(module, CausalConv3d):
-            kernel = module.conv.kernel_size
-            reach[0] += (kernel[0] // 2) / scale[0]
-            reach[1] += (kernel[1] // 2) / scale[1]
-            if pending is not None:
-                scale = [scale[0] * pending[0], scale[1] * pending[1]]
-                pending = None
-    return reach[0], reach[1]
+
+@dataclass(frozen=True)
+class QualityPreset:
+    """A named context for the tiled decode: `context` latent cells in space and time, None for the reach."""
+
+    name: str
+    context: int | None
+    description: str
+
+
+QUALITY_PRESETS: tuple[QualityPreset, ...] = (
+    QualityPreset("exact", None, "context = the decoder's reach (LTX-2: 16 cells in space, 14 latent frames in "
+                  "time): tiled == untiled within fp32 rounding"),
+    QualityPreset("high", 8, "8 cells of context: 85 dB on the real-config LTX-2 decoder (random weights, one seam "
+                  "per 1536 px)"),
+    QualityPreset("balanced", 6, "6 cells of context: 63 dB on the real-config LTX-2 decoder (random weights, one "
+                  "seam per 1536 px)"),
+    QualityPreset("fast", 4, "4 cells of context: 46 dB on the real-config LTX-2 decoder (random weights, one seam "
+                  "per 1536 px)"),
+    QualityPreset("custom", -1, "context_cells latent cells of context in space and time"),
+)
+"""The node's quality choices, best first. Their dB are measured by bench/bench_vae_decode.py."""
+
+DEFAULT_QUALITY = "exact"
+
+
+def preset_context(vae: Any, quality: str, context_cells: int = DEFAULT_SPATIAL_CONTEXT) -> tuple[int, int]:
+    """(spatial_context, temporal_context) in latent cells for quality preset `quality`.
+
+    "exact" is the decoder's reach (`decoder_reach`); a fixed preset never exceeds the reach on an axis
+    (more context changes nothing); "custom" is `context_cells` on both axes. Raises VaeDecodeError for an
+    unknown preset name.
+    """
+    preset = {p.name: p for p in QUALITY_PRESETS}.get(quality)
+    if preset is None:
+        raise VaeDecodeError(f"unknown decode quality {quality!r}; expected one of "
+                             f"{', '.join(p.name for p in QUALITY_PRESETS)}")
+    if preset.context == -1:
+        return int(context_cells), int(context_cells)
+    time_reach, space_reach = decoder_reach(vae)
+    mixing = whole_frame_layers(vae.first_stage_model.decoder)
+    if mixing and preset.context is None:
+        log.warning("this VAE's decoder has layers that mix the whole frame (%s): no finite context makes tiles "
+                    "exact; using its convolutional reach", ", ".join(mixing[:3]))
+    if preset.context is None:
+        return space_reach, time_reach
+    return min(preset.context, space_reach), min(preset.context, time_reach)
 
 
 def plan_decode(
@@ -341,14 +378,38 @@ def _decode_noise(model: Any) -> tuple[bool, float, float]:
 
 
 def _decode_block(vae: Any, latent: torch.Tensor, timestep_conditioned: bool, timestep: float) -> torch.Tensor:
-    """Decode one latent block to (B, C, frames, H, W) pixels before `process_output`."""
+    """Decode one latent block to (B, C, frames, H, W) pixels before `process_output`, on the VAE's device
+    in its dtype where it fits (see `_device_buffer`)."""
     model = vae.first_stage_model
     x = latent.to(device=vae.device, dtype=vae.vae_dtype)
+    extra = {}
+    buffer = _device_buffer(model, x)
+    if buffer is not None:
+        extra["output_buffer"] = buffer
     if timestep_conditioned:
         # The noise is already in `latent` (one shared field): call the decoder below VideoVAE.decode's
         # own unseeded noise step.
-        return model.decoder(model.per_channel_statistics.un_normalize(x), timestep=timestep)
-    return model.decode(x)
+        return model.decoder(model.per_channel_statistics.un_normalize(x), timestep=timestep, **extra)
+    return model.decode(x, **extra)
+
+
+def _device_buffer(model: Any, x: torch.Tensor) -> torch.Tensor | None:
+    """An output buffer for the block on the compute device, or None to keep ComfyUI's own.
+
+    Decoders that stream time (`comfy_has_chunked_io`, ComfyUI >= 0.8) write their frames into a buffer on
+    ComfyUI's intermediate device (the CPU), in the VAE's dtype; cropping, `process_output` and the blend
+    weights would then run on the CPU. A buffer on the GPU keeps them there, as long as it takes at most a
+    quarter of the free memory; on the CPU ComfyUI's buffer is already there.
+    """
+    import comfy.model_management as mm
+
+    if not getattr(model, "comfy_has_chunked_io", False) or x.device.type == "cpu":
+        return None
+    shape = model.decode_output_shape(x.shape)
+    nbytes = x.element_size() * shape[0] * shape[1] * shape[2] * shape[3] * shape[4]
+    if nbytes > mm.get_free_memory(x.device) / 4:
+        return None
+    return torch.empty(shape, device=x.device, dtype=x.dtype)
 
 
 def _check_block(block: torch.Tensor, src: DecodeSource, scales: tuple[AxisScale, ...]) -> None:

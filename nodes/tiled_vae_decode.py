@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..ltx.vae_decode import DEFAULT_SPATIAL_CONTEXT, decode_tiled, image_batch
+from ..ltx.vae_decode import (
+    DEFAULT_QUALITY, DEFAULT_SPATIAL_CONTEXT, QUALITY_PRESETS, decode_tiled, image_batch, preset_context,
+)
 from .types import CATEGORY, TDP_GROUP
+
+
+DEFAULT_SPATIAL_TILE = 2048
+DEFAULT_TEMPORAL_TILE = 4096
+
+QUALITY_TOOLTIP = ("How much context each tile decodes, and so how close it comes to the untiled decode. "
+                   + " ".join(f"{p.name}: {p.description}." for p in QUALITY_PRESETS)
+                   + " Lower qualities are faster when there are several tiles; trained VAEs reach less far "
+                   "in effect than the random-weight decoder these dB come from.")
 
 
 class TiledVAEDecodeNode(io.ComfyNode):
@@ -24,35 +35,45 @@ class TiledVAEDecodeNode(io.ComfyNode):
                 io.Vae.Input("vae", tooltip="The LTX video VAE (LTX-Video or LTX-2) that belongs to the model."),
                 io.Latent.Input("samples", tooltip="The video latent to decode (an LTX-2 audio+video latent "
                                 "decodes its video part)."),
-                io.Int.Input("spatial_tile", default=768, min=64, max=8192, step=32,
+                io.Int.Input("spatial_tile", default=DEFAULT_SPATIAL_TILE, min=64, max=8192, step=32,
                              tooltip="Largest tile width and height, in pixels (whole latent cells of 32 px). "
-                             "Smaller tiles use less memory; 768 fits 3840x2160 on a 24 GB card."),
-                io.Int.Input("spatial_overlap", default=64, min=0, max=4096, step=32,
+                             "Fewer, larger tiles cost less: each tile also decodes its context. 2048 splits "
+                             "3840x2176 into 2 x 2 tiles; set it above the frame size to decode whole frames on "
+                             "one GPU (ComfyUI >= 0.8 streams the frames through the GPU, so large tiles fit). "
+                             "On older ComfyUI, 768 keeps a 4K tile of 80 frames within a 24 GB card."),
+                io.Int.Input("spatial_overlap", default=0, min=0, max=4096, step=32,
                              tooltip="Pixels that neighbouring tiles share and blend over (rounded up to whole "
-                             "32 px cells). Must be less than half the tile."),
-                io.Int.Input("temporal_tile", default=80, min=8, max=4096, step=8,
-                             tooltip="Largest number of frames decoded at once (whole latent frames of 8 "
-                             "frames). Fewer frames use less memory."),
-                io.Int.Input("temporal_overlap", default=24, min=0, max=4096, step=8,
+                             "32 px cells). Must be less than half the tile. Not needed with the 'exact' quality "
+                             "(the crops already match); with a lower quality, 32-64 px softens the seam."),
+                io.Int.Input("temporal_tile", default=DEFAULT_TEMPORAL_TILE, min=8, max=4096, step=8,
+                             tooltip="Largest number of frames decoded at once (whole latent frames of 8 frames). "
+                             "The default decodes whole clips at once: exact in time at no extra cost, and "
+                             "ComfyUI >= 0.8 streams the frames through the GPU itself. On older ComfyUI, lower "
+                             "it (e.g. 80) to bound memory; each chunk then also decodes its temporal context."),
+                io.Int.Input("temporal_overlap", default=0, min=0, max=4096, step=8,
                              tooltip="Frames that neighbouring chunks share and cross-fade over (rounded up to "
                              "whole latent frames of 8). Must be less than half the temporal tile."),
-                io.Int.Input("context_cells", default=DEFAULT_SPATIAL_CONTEXT, min=0, max=16, optional=True,
-                             tooltip="Extra latent cells (32 px each) every tile decodes around itself and then "
-                             "crops away, so the decoder sees past the tile's edge. More context comes closer to an "
-                             "untiled decode and costs time; raise it if you see seams."),
+                io.Int.Input("context_cells", default=DEFAULT_SPATIAL_CONTEXT, min=0, max=32, optional=True,
+                             tooltip="Used when quality is 'custom': extra latent cells (32 px, or 8 frames in "
+                             "time) every tile decodes around itself and then crops away. The LTX-2 decoder "
+                             "reaches 16 cells in space and 14 latent frames in time; at that context a tile "
+                             "equals the untiled decode."),
                 TDP_GROUP.Input("tdp_group", optional=True,
                                 tooltip="Optional: a multi-GPU group from the LTX TDP launcher. The tiles go "
                                 "round-robin to its GPUs (the VAE is sent to them the first time) and the frames "
                                 "are summed on this machine: the same result as decoding here alone. Every rank "
                                 "needs system memory for the whole clip's frames."),
+                io.Combo.Input("quality", options=[p.name for p in QUALITY_PRESETS], default=DEFAULT_QUALITY,
+                               optional=True, tooltip=QUALITY_TOOLTIP),
             ],
             outputs=[io.Image.Output(tooltip="The decoded frames, every batch's frames one after another.")],
         )
 
     @classmethod
-    def execute(cls, vae, samples: dict, spatial_tile: int = 768, spatial_overlap: int = 64,
-                temporal_tile: int = 80, temporal_overlap: int = 24, context_cells: int = DEFAULT_SPATIAL_CONTEXT,
-                tdp_group=None) -> io.NodeOutput:
+    def execute(cls, vae, samples: dict, spatial_tile: int = DEFAULT_SPATIAL_TILE, spatial_overlap: int = 0,
+                temporal_tile: int = DEFAULT_TEMPORAL_TILE, temporal_overlap: int = 0,
+                context_cells: int = DEFAULT_SPATIAL_CONTEXT, tdp_group=None,
+                quality: str = DEFAULT_QUALITY) -> io.NodeOutput:
         import comfy.utils
 
         bar = None
@@ -63,8 +84,9 @@ class TiledVAEDecodeNode(io.ComfyNode):
                 bar = comfy.utils.ProgressBar(total)
             bar.update_absolute(done, total)
 
+        spatial_context, temporal_context = preset_context(vae, quality, context_cells)
         decode = tdp_group.decode if tdp_group is not None else decode_tiled
         frames = decode(vae, samples["samples"], spatial_tile=spatial_tile, spatial_overlap=spatial_overlap,
                         temporal_tile=temporal_tile, temporal_overlap=temporal_overlap,
-                        spatial_context=context_cells, progress=progress)
+                        spatial_context=spatial_context, temporal_context=temporal_context, progress=progress)
         return io.NodeOutput(image_batch(frames))

@@ -49,8 +49,10 @@ def blend_tiles(
             lead = tuple(result.shape[: result.ndim - len(plan.shape)])
             acc = torch.zeros((*lead, *plan.shape), dtype=torch.float32, device=device or result.device)
         region = (Ellipsis, *tile.slices)
-        weight = tile.window(acc.device)
-        acc[region] += result.to(device=acc.device, dtype=torch.float32) * weight
+        result = result.to(dtype=torch.float32)
+        if any(i.ramp_in or i.ramp_out for i in tile.intervals):  # else the window is all ones: x * 1 == x
+            result = result * tile.window(result.device)  # weighted where the result lives (e.g. the GPU)
+        acc[region] += result.to(device=acc.device)
         del result
         if on_tile is not None:
             on_tile(done, len(mine), tile)

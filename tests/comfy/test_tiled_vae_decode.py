@@ -127,10 +127,37 @@ def test_the_nodes_context_cells_input_reaches_the_decode(comfy, vae):
     results = {}
     for cells in (1, 3):
         (got,) = comfy.run_node(TiledVAEDecodeNode, vae=vae, samples={"samples": x}, context_cells=cells,
-                                **settings)
+                                quality="custom", **settings)
         assert torch.equal(got, image_batch(tiled(vae, x, spatial_context=cells, **settings))), cells
         results[cells] = got
     assert not torch.equal(results[1], results[3]), "context_cells changed nothing"
+
+
+def test_the_nodes_default_quality_gives_every_tile_the_decoders_reach_and_matches_vae_decode(comfy, vae):
+    from ltx_tdp.ltx.vae_decode import plan_decode, vae_scales
+    from ltx_tdp.nodes.tiled_vae_decode import TiledVAEDecodeNode
+
+    time_reach, space_reach = reach_cells(vae)
+    x = latent(3, 4, 14, seed=12)
+    plan = plan_decode(tuple(x.shape[2:]), vae_scales(vae), 128, 0, 4096, 0, space_reach, time_reach)
+    assert plan.pixels.counts == (1, 1, 4), f"tile counts {plan.pixels.counts}"
+    (got,) = comfy.run_node(TiledVAEDecodeNode, vae=vae, samples={"samples": x}, spatial_tile=128)
+    (want,) = comfy.run_node("VAEDecode", vae=vae, samples={"samples": x})
+    diff = (got - want).abs().max().item()
+    assert diff <= 1e-5, f"default quality (context {space_reach} cells): max difference {diff:.2e}, PSNR " \
+        f"{psnr(got, want):.1f} dB"
+
+
+def test_the_quality_presets_set_the_context_and_never_exceed_the_reach(vae):
+    from ltx_tdp.ltx.vae_decode import QUALITY_PRESETS, VaeDecodeError, preset_context
+
+    time_reach, space_reach = reach_cells(vae)
+    got = {p.name: preset_context(vae, p.name, context_cells=3) for p in QUALITY_PRESETS}
+    assert got["exact"] == (space_reach, time_reach), f"exact: {got['exact']}, reach {space_reach}/{time_reach}"
+    assert got["custom"] == (3, 3), f"custom with context_cells 3: {got['custom']}"
+    assert all(s <= space_reach and t <= time_reach for s, t in got.values() if (s, t) != (3, 3)), got
+    with pytest.raises(VaeDecodeError, match="unknown decode quality 'best'"):
+        preset_context(vae, "best")
 
 
 def test_spatial_tiles_with_context_at_least_the_decoders_reach_match_untiled_without_seams(vae):

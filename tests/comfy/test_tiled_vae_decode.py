@@ -416,3 +416,37 @@ def test_the_node_decodes_through_a_connected_tdp_group_like_without_one(comfy, 
     finally:
         group.shutdown()
     assert torch.equal(got, want), f"max difference {(got - want).abs().max().item():.3e}"
+
+
+# --- the real-configuration LTX-2 decoder ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ltx2_vae(comfy):
+    """ComfyUI's VideoVAE at LTX-2's published config, random weights, loaded by comfy.sd.VAE (see support.real_vae)."""
+    from support import real_vae
+
+    if not real_vae.builds_ltx2_vae():
+        pytest.skip("this ComfyUI's VideoVAE cannot build the LTX-2 VAE config (no LTX-2)")
+    return real_vae.real_vae(real_vae.LTX2_VAE_CONFIG, seed=5)
+
+
+@pytest.mark.slow
+def test_at_the_default_quality_real_ltx2_tiles_equal_the_untiled_decode_within_fp32_rounding(comfy, ltx2_vae):
+    """Two tiles across a 40-cell row (each decodes its 16 cells of context, far less than the whole row) and
+    two chunks of a 33-latent-frame clip (14 latent frames of context each): the decoder's reach, so the
+    crops are the untiled decode's pixels up to fp32 rounding (different block shapes sum in another order)."""
+    from ltx_tdp.ltx.vae_decode import plan_decode, vae_scales
+    from ltx_tdp.nodes.tiled_vae_decode import TiledVAEDecodeNode
+
+    scales = vae_scales(ltx2_vae)
+    for shape, settings in (((1, 1, 40), dict(spatial_tile=640)), ((33, 1, 1), dict(temporal_tile=136))):
+        x = latent(*shape, seed=13)
+        plan = plan_decode(shape, scales, settings.get("spatial_tile", 2048), 0, settings.get("temporal_tile", 4096),
+                           0, 16, 14)
+        sources = [plan.source(t).latent_shape for t in plan.pixels.tiles]
+        assert len(sources) == 2 and all(s != shape for s in sources), f"{shape}: blocks {sources}"
+        (got,) = comfy.run_node(TiledVAEDecodeNode, vae=ltx2_vae, samples={"samples": x}, **settings)
+        (want,) = comfy.run_node("VAEDecode", vae=ltx2_vae, samples={"samples": x})
+        diff = (got - want).abs().max().item()
+        assert diff <= 1e-5, f"latent {shape}, blocks {sources}: max difference {diff:.2e}, PSNR {psnr(got, want):.1f} dB"

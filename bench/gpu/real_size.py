@@ -17,7 +17,7 @@ import torch
 from correctness import tdp
 from models import build_ltx2_transformer, build_vae, call_inputs, model_call
 from runtime import Records, attention_name, device, measure
-from sizes import Layout, Sizes
+from sizes import Layout, Sizes, decode_settings
 
 
 class RankShare:
@@ -127,7 +127,7 @@ def vae_tiled(rec: Records, sizes: Sizes) -> None:
     from ltx_tdp.ltx.vae_decode import decode_tiled
 
     vae, latent = _vae_and_latent(rec, sizes)
-    settings = sizes.decode_settings()
+    settings = decode_settings(vae, sizes.decode)
     decode_tiled(vae, latent[:, :, :2, :4, :4], **settings)  # warm-up: load the VAE, pick kernels
     tiles: dict[str, int] = {}
 
@@ -141,7 +141,8 @@ def vae_tiled(rec: Records, sizes: Sizes) -> None:
         return
     rec.add("tiled decode", "ok", seconds=seconds, peak_gib=peak, tiles=tiles.get("total"),
             frames_shape=list(frames.shape), output_gib=frames.numel() * frames.element_size() / 2**30,
-            settings=settings, finite=bool(torch.isfinite(frames).all()))
+            output=f"{str(frames.dtype)[6:]} on {frames.device}",
+            settings=settings, node_inputs=sizes.decode, finite=bool(torch.isfinite(frames).all()))
 
 
 class _FallbackSeen(logging.Handler):

@@ -131,7 +131,7 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
         status = r["status"] if r else _status(None, _find(records, step))
         if r is not None and r.get("fell_back_to_comfy_tiled"):
             status = "OOM: ComfyUI fell back to its own tiled decode (time includes the fallback)"
-        out = f"{_f(r['output_gib'])} GiB fp32 in system memory" if r and r.get("output_gib") else (
+        out = f"{_f(r['output_gib'])} GiB {r.get('output', '')}" if r and r.get("output_gib") else (
             str(r.get("frames_shape")) if r and r.get("frames_shape") else "—")
         if r is not None and r.get("settings"):
             label += " (" + ", ".join(f"{k} {v}" for k, v in r["settings"].items()) + ")"

@@ -17,7 +17,7 @@ Real sizes (facts, with where they come from):
 * VAE: the LTX-2 video VAE's decoder configuration as LTX-2's checkpoints carry it in their metadata
   (`config.vae`): 4 x (5 res blocks), 3 residual x2 upsamplers in time and space, base 128 channels
   (1024 at the latent), patch 4, pixel norm, timestep-conditioned; decoded at the tiled decode node's
-  defaults (768 px tiles / 64 px overlap, 80 frames / 24 overlap, 1 context cell).
+  default inputs (NODE_DECODE_DEFAULTS), resolved as the node resolves them.
 """
 
 from __future__ import annotations
@@ -52,18 +52,21 @@ LTX2_VAE_CONFIG = {
 }
 """The LTX-2 video VAE (its encoder is built too, as ComfyUI's VideoVAE always builds both, but never run)."""
 
-DECODE_SETTINGS = ("spatial_tile", "spatial_overlap", "temporal_tile", "temporal_overlap")
+NODE_DECODE_DEFAULTS = {"spatial_tile": 2048, "spatial_overlap": 0, "temporal_tile": 4096, "temporal_overlap": 0,
+                        "quality": "exact"}
+"""LTX TDP Tiled VAE Decode's default inputs (tests/bench/test_gpu_smoke.py holds them to the node's schema:
+the node's module needs ComfyUI's API package, which a bare GPU machine cannot import)."""
 
 
-def node_decode_defaults() -> dict:
-    """The tiled decode's default tiles (the node's defaults: 768 px / 64 px, 80 frames / 24; context 1 cell),
-    read from `ltx.vae_decode.decode_tiled` so that the check follows them."""
-    import inspect
+def decode_settings(vae: object, node_inputs: dict) -> dict:
+    """`decode_tiled` settings for the node's inputs, resolved as the node resolves them: tiles and overlaps
+    as given, context from the quality preset (`ltx.vae_decode.preset_context`)."""
+    from ltx_tdp.ltx.vae_decode import preset_context
 
-    from ltx_tdp.ltx.vae_decode import decode_tiled
-
-    params = inspect.signature(decode_tiled).parameters
-    return {name: params[name].default for name in DECODE_SETTINGS}
+    settings = {k: v for k, v in node_inputs.items() if k not in ("quality", "context_cells")}
+    extra = (node_inputs["context_cells"],) if "context_cells" in node_inputs else ()
+    settings["spatial_context"], settings["temporal_context"] = preset_context(vae, node_inputs["quality"], *extra)
+    return settings
 
 
 @dataclass(frozen=True)
@@ -99,12 +102,9 @@ class Sizes:
     four: Layout = Layout(2, 2, 5)
     eight: Layout = Layout(2, 4, 5)
     vae_config: dict = field(default_factory=lambda: dict(LTX2_VAE_CONFIG))
-    decode: dict | None = None
-    """Tiled decode settings; None: the node's defaults."""
+    decode: dict = field(default_factory=lambda: dict(NODE_DECODE_DEFAULTS))
+    """The tiled decode node's inputs (tiles, overlaps, quality)."""
     warmup_latent: tuple[int, int, int] = (2, 8, 8)
-
-    def decode_settings(self) -> dict:
-        return dict(self.decode) if self.decode is not None else node_decode_defaults()
 
 
 REAL = Sizes(label="real (LTX-2 19B, 3840 x 2176 x 121)")
@@ -118,5 +118,5 @@ def smoke_sizes() -> Sizes:
     return Sizes(label="smoke (tiny models, CPU)", transformer=dict(tiny_models.LTXAV_CONFIG), video_latent=(3, 8, 12),
                  vae_latent=(2, 4, 6),
                  audio_latents=5, text_tokens=8, four=Layout(2, 2, 2), eight=Layout(2, 4, 2), vae_config=vae,
-                 decode=dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8),
+                 decode=dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8, quality="exact"),
                  warmup_latent=(2, 4, 4))

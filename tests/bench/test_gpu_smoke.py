@@ -118,3 +118,20 @@ def test_a_cpu_run_never_writes_the_gpu_results(smoke, comfy_dir):
     assert proc.returncode != 0 and "does not write" in proc.stderr, f"exit {proc.returncode}: {proc.stderr[-500:]}"
     after = RESULTS.read_bytes() if RESULTS.exists() else None
     assert after == smoke["results_before"], "a CPU run changed bench/results/gpu.md"
+
+
+def test_the_checks_decode_inputs_are_the_tiled_decode_nodes_defaults(comfy):
+    """The GPU machine cannot import the node (ComfyUI's API package needs video libraries it lacks), so the
+    check holds the node's default inputs itself; here they are held to the node's schema."""
+    from ltx_tdp.nodes.tiled_vae_decode import TiledVAEDecodeNode
+
+    sys.path.insert(0, str(CHECK.parent))
+    try:
+        from sizes import NODE_DECODE_DEFAULTS
+    finally:
+        sys.path.remove(str(CHECK.parent))
+    schema = {i.id: i.default for i in TiledVAEDecodeNode.define_schema().inputs if hasattr(i, "default")}
+    node = {k: schema.get(k) for k in NODE_DECODE_DEFAULTS}
+    assert node == NODE_DECODE_DEFAULTS, f"the node's defaults {node} != the GPU check's {NODE_DECODE_DEFAULTS}: " \
+                                         "update bench/gpu/sizes.py"
+

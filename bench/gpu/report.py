@@ -13,6 +13,12 @@ def _f(value: Any, digits: int = 2) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
+def _cell(text: object, limit: int = 400) -> str:
+    """Text for one markdown table cell or list line: one line, pipes escaped, at most `limit` characters."""
+    flat = " ".join(str(text).split()).replace("|", "\\|")
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def _count(n: int) -> str:
     return f"{n / 1e9:.2f} B" if n >= 1e8 else f"{n / 1e6:.2f} M"
 
@@ -75,7 +81,7 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
             value = "—" if r.get("value") is None else f"{r['value']:.3g}"
             limit = "—" if r.get("limit") is None else f"{r['limit']:.3g}"
             detail = r.get("detail") or r.get("error") or r.get("reason") or ""
-            add(f"| {r['name']} | {r['status']} | {value} | {limit} | {detail} |")
+            add(f"| {r['name']} | {r['status']} | {value} | {limit} | {_cell(detail)} |")
     add("")
 
     build = next((r for r in records if r["name"] == "build LTX-2 transformer" and r["status"] == "ok"), None)
@@ -144,7 +150,7 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
     add("| step | limit (s) | ran (s) | outcome |")
     add("|---|---:|---:|---|")
     for s in steps:
-        add(f"| {s['step']} | {_f(s.get('limit_s'), 0)} | {_f(s.get('ran_s'), 1)} | {s['outcome']} |")
+        add(f"| {s['step']} | {_f(s.get('limit_s'), 0)} | {_f(s.get('ran_s'), 1)} | {_cell(s['outcome'])} |")
     problems = [r for r in records if r["status"] not in ("ok",)]
     if problems:
         add("")
@@ -152,6 +158,6 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
         add("")
         for r in problems:
             msg = r.get("error") or r.get("reason") or r.get("detail") or ""
-            add(f"* `{r['step']}` / {r['name']}: **{r['status']}** {msg}")
+            add(f"* `{r['step']}` / {r['name']}: **{r['status']}** {_cell(msg, 1500)}")
     add("")
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from models import call_inputs, load_tiny_transformer, load_tiny_vae, model_call
+from models import call_inputs, load_tiny_transformer, load_tiny_vae, model_call, tdp
 from runtime import Records, device
 from sizes import Layout
 
@@ -30,16 +30,6 @@ up many such roundings, which the measured error of the plain model in bf16 (rec
 
 GROUP_LIMIT = 1e-6
 """A group sums the same fp32 tile results in another order (per rank, then all_reduce): relative 1e-6."""
-
-
-def tdp(patcher: Any, layout: Layout | None, runner: Any = None) -> Any:
-    """`patcher` patched by the pack's TDP patcher with `layout` (None: 1 x 1), optionally over a runner."""
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from support.ltx_helpers import tiling
-
-    tiles = tiling(height=(layout.height, layout.overlap), width=(layout.width, layout.overlap)) if layout else tiling()
-    return apply_tdp(patcher, TDPSettings(tiles), runner)
 
 
 def relative(got: torch.Tensor, want: torch.Tensor) -> float:

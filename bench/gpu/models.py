@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from runtime import device
+from sizes import Layout
 
 
 @dataclass
@@ -94,6 +95,16 @@ def model_call(patcher: Any, inputs: CallInputs, sigma: float) -> torch.Tensor:
     with torch.inference_mode():
         return patcher.model.apply_model(inputs.x, t, c_crossattn=inputs.context,
                                          transformer_options={"wrappers": patcher.wrappers}, **inputs.kwargs)
+
+
+def tdp(patcher: Any, layout: Layout | None, runner: Any = None) -> Any:
+    """`patcher` patched by the pack's TDP patcher with `layout` (None: 1 x 1), optionally over a runner."""
+    from ltx_tdp.ltx.model_call import TDPSettings
+    from ltx_tdp.ltx.patch import apply_tdp
+    from support.ltx_helpers import tiling
+
+    tiles = tiling(height=(layout.height, layout.overlap), width=(layout.width, layout.overlap)) if layout else tiling()
+    return apply_tdp(patcher, TDPSettings(tiles), runner)
 
 
 # --- tiny models (the test suite's) ----------------------------------------------------------------------

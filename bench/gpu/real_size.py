@@ -14,8 +14,7 @@ from typing import Any
 
 import torch
 
-from correctness import tdp
-from models import build_ltx2_transformer, build_vae, call_inputs, model_call
+from models import build_ltx2_transformer, build_vae, call_inputs, model_call, tdp
 from runtime import Records, attention_name, device, measure
 from sizes import Layout, Sizes, decode_settings
 

@@ -221,10 +221,8 @@ class Worker:
         if in_flight is not None:
             in_flight[0].wait()
         del in_flight
-        try:  # the VAE leaves this worker's GPU: the model replica needs the room at the next prompt
+        if self.device.type != "cpu":  # the VAE leaves this worker's GPU: the model replica needs the room
             mm.unload_all_models()
-        except Exception as e:
-            log.warning("rank %d: could not unload the VAE after the decode: %s", self.rank, e)
         if error is not None:
             raise error
 

@@ -1,0 +1,130 @@
+"""Rank 0 (ComfyUI) survives every worker fault: a worker killed after its ack, before the all_reduce, fails
+the call with its rank named and leaves no process; the NCCL error handling that keeps the watchdog from
+killing ComfyUI is in force before the group starts; a 3-rank interrupt keeps the group serving."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from support.ltx_helpers import ksample, randn, tiling
+
+pytestmark = pytest.mark.distributed
+
+LAYOUT = dict(height=(2, 2), width=(2, 2))
+PROBE_KEY = "tdp_test_survival_probe"
+NCCL_REASON = "the NCCL fault test needs two CUDA GPUs (this machine has %d)" % torch.cuda.device_count()
+
+
+def _tdp(model, group=None):
+    from ltx_tdp.ltx.model_call import TDPSettings
+    from ltx_tdp.ltx.patch import apply_tdp
+
+    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
+
+
+def _on_rank0_tile(model, n: int, action):
+    """Run `action()` when rank 0 starts its n-th tile call (an APPLY_MODEL wrapper inside TDP's)."""
+    import comfy.patcher_extension as ext
+
+    count = [0]
+
+    def wrapper(executor, *args, **kw):
+        count[0] += 1
+        if count[0] == n:
+            action()
+        return executor(*args, **kw)
+
+    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, PROBE_KEY, wrapper)
+    return model
+
+
+def _latent(seed: int = 5) -> dict:
+    return {"samples": randn(1, 128, 2, 8, 8, seed=seed)}
+
+
+@pytest.mark.parametrize("backend, devices", [
+    ("gloo", ("cpu", "cpu")),
+    pytest.param("nccl", ("cuda:0", "cuda:1"), marks=pytest.mark.skipif(torch.cuda.device_count() < 2, reason=NCCL_REASON)),
+])
+def test_a_worker_killed_after_its_ack_fails_the_call_naming_it_and_rank_0_lives_on(
+        comfy, ltxv, live_workers, backend, devices):
+    import torch.distributed as dist
+
+    from ltx_tdp.multigpu.group import get_group
+    from ltx_tdp.multigpu.settings import GroupSettings, TDPGroupError
+
+    timeout_s = 20.0
+    group = get_group(GroupSettings(devices=devices, backend=backend, timeout_s=timeout_s))
+    reference = ksample(comfy, _tdp(ltxv), _latent(), steps=3)
+    session = group.session()
+    victim = session.procs[1].pid
+    hit: list[float] = []
+
+    def strike_after_ack() -> None:
+        """Rank 0's last tile of call 2: wait until rank 1 acked this call, then SIGKILL it."""
+        key, deadline = f"ack/{session.pending}/1", time.monotonic() + 120
+        while not session.store.check([key]):
+            assert time.monotonic() < deadline, f"rank 1 never acked message {session.pending}"
+            time.sleep(0.01)
+        os.kill(victim, signal.SIGKILL)
+        hit.append(time.monotonic())
+
+    model = _on_rank0_tile(_tdp(ltxv, group), 4, strike_after_ack)  # rank 0 runs tiles 0, 2: call 2, its 2nd
+    with pytest.raises(TDPGroupError) as failure:
+        ksample(comfy, model, _latent(), steps=3)
+    took = time.monotonic() - hit[0]
+    message = str(failure.value)
+    assert "rank 1" in message and "was killed by SIGKILL" in message, message
+    assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
+    assert not live_workers(), f"worker processes left after the failure: {live_workers()}"
+    assert not dist.is_initialized(), "rank 0 did not end (abort) the process group after the fault"
+
+    again = ksample(comfy, _tdp(ltxv, group), _latent(), steps=3)
+    err = (again - reference).abs().max().item()
+    assert err <= 1e-5, f"the run after the fault differs from single-process by {err:.3e}"
+    assert group.session().procs[1].pid != victim, "the next run did not start a fresh worker"
+    group.shutdown()
+
+
+def test_nccl_error_handling_only_aborts_the_communicator_and_is_set_before_the_group_starts(
+        ltxv, group_factory, monkeypatch, caplog):
+    """torch's default TORCH_NCCL_ASYNC_ERROR_HANDLING=3 kills the process on a failed collective; rank 0 sets
+    2 (abort the communicator only) and turns off the monitor that kills a process whose watchdog hangs,
+    even over a user's 3. Read when the process group is built: checked at that moment (gloo here; the
+    variables are the same for NCCL, which reads them in ProcessGroupNCCL's constructor)."""
+    from ltx_tdp.multigpu.session import RANK0_NCCL_ENV
+
+    monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
+    group = group_factory(2)
+    group.shutdown()
+    session = group.session()
+    expected = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2", "TORCH_NCCL_ENABLE_MONITORING": "0"}
+    assert RANK0_NCCL_ENV == expected, RANK0_NCCL_ENV
+    assert session.env_at_init == expected, f"at init_process_group: {session.env_at_init}"
+    assert any("would let a failing worker kill ComfyUI" in r.getMessage() for r in caplog.records), \
+        "overriding the user's TORCH_NCCL_ASYNC_ERROR_HANDLING=3 was not logged"
+    group.shutdown()
+
+
+def test_an_interrupt_during_a_3_rank_call_leaves_the_group_serving(comfy, ltxv, group_factory):
+    import comfy.model_management as mm
+
+    group = group_factory(3)
+    reference = ksample(comfy, _tdp(ltxv), _latent(), steps=3)
+    session = group.session()
+    model = _on_rank0_tile(_tdp(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
+    try:
+        with pytest.raises(mm.InterruptProcessingException):
+            ksample(comfy, model, _latent(), steps=3)
+    finally:
+        mm.interrupt_current_processing(False)
+    assert group.session() is session and not session.closed, "the interrupt tore the 3-rank group down"
+    again = ksample(comfy, _tdp(ltxv, group), _latent(), steps=3)
+    err = (again - reference).abs().max().item()
+    assert err <= 1e-5, f"3 ranks: the run after the interrupt differs from single-process by {err:.3e}"
+    group.shutdown()

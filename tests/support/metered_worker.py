@@ -1,0 +1,46 @@
+"""Test support (never shipped): `multigpu/worker_main.py` whose decode jobs run under the tiled-decode
+tests' live-tensor meter (tests/comfy/test_tiled_vae_decode.py: PeakTensorBytes). Each decode job's peak
+is appended (one line, bytes) to the file named by $TDP_METER_OUT. Arguments: those of worker_main.py."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+PACK = TESTS.parent
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    sys.path.pop(0)  # tests/support must not shadow ComfyUI's top-level modules (server, ...)
+    worker_main = _load("tdp_worker_main", PACK / "multigpu" / "worker_main.py")
+    args = worker_main.parse_args(sys.argv[1:])
+    worker_main.register_pack(Path(args.comfyui_dir).resolve())
+    meter = _load("tdp_decode_meter", TESTS / "comfy" / "test_tiled_vae_decode.py").PeakTensorBytes
+    worker = importlib.import_module(f"{worker_main.PACKAGE}.multigpu.worker")
+    gather, out = worker.Worker._gather, Path(os.environ["TDP_METER_OUT"])
+
+    def metered(self, *a, **kw):
+        counter = meter()
+        with counter:
+            result = gather(self, *a, **kw)
+        with out.open("a") as f:
+            f.write(f"{counter.peak}\n")
+        return result
+
+    worker.Worker._gather = metered
+    return worker_main.main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -40,7 +40,7 @@ def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_n
     frames_bytes = 4 * torch.Size(decode.output_shape).numel()
 
     port, out = free_port(), tmp_path / "worker_peak.txt"
-    worker = subprocess.Popen([sys.executable, str(PACK_ROOT / "tests" / "support" / "metered_worker.py"),
+    worker = subprocess.Popen([sys.executable, str(PACK_ROOT / "tests" / "multigpu" / "metered_worker.py"),
                                "--comfyui-dir", str(comfy_dir), "--rank", "1", "--world-size", "2", "--master-addr",
                                "127.0.0.1", "--master-port", str(port), "--device", "cpu", "--timeout", "60"],
                               env={**os.environ, "TDP_METER_OUT": str(out)}, start_new_session=True)

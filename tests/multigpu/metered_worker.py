@@ -22,7 +22,7 @@ def _load(name: str, path: Path):
 
 
 def main() -> int:
-    sys.path.pop(0)  # tests/support must not shadow ComfyUI's top-level modules (server, ...)
+    sys.path.pop(0)  # this folder must not shadow top-level modules
     worker_main = _load("tdp_worker_main", PACK / "multigpu" / "worker_main.py")
     args = worker_main.parse_args(sys.argv[1:])
     worker_main.register_pack(Path(args.comfyui_dir).resolve())

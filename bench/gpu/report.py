@@ -56,6 +56,30 @@ def step_time_rows(records: list[dict]) -> list[dict]:
     return rows
 
 
+def summary(records: list[dict]) -> list[str]:
+    """The headline figures, one line each: what the README quotes."""
+    checks = [r for step in ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks")
+              for r in _find(records, step)]
+    passed = sum(r["status"] == "ok" for r in checks)
+    out = [f"correctness: {passed} of {len(checks)} checks passed"]
+    rows = step_time_rows(records)
+    for row in rows:
+        r = row["rec"]
+        if r is not None:
+            kind = "lower bound, " if row["bound"] else ""
+            out.append(f"{row['gpus']} GPU{'s' if row['gpus'] > 1 else ''}, {row['how']}: {_f(r['seconds'])} s per "
+                       f"sampling step ({kind}peak {_f(r.get('peak_gib'), 1)} GiB)")
+        elif row["status"] != "not run":
+            out.append(f"{row['gpus']} GPU{'s' if row['gpus'] > 1 else ''}, {row['how']}: {row['status']}")
+    for step, name, label in (("vae_tiled", "tiled decode", "tiled decode"),
+                              ("vae_untiled", "VAE.decode, whole clip", "ComfyUI VAE.decode")):
+        rs = _find(records, step, name)
+        if rs:
+            r = rs[-1]
+            out.append(f"{label}: {r['status']}, {_f(r.get('seconds'))} s, peak {_f(r.get('peak_gib'), 1)} GiB")
+    return out
+
+
 def render(env: dict, records: list[dict], steps: list[dict]) -> str:
     lines: list[str] = []
     add = lines.append
@@ -70,6 +94,9 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
     for key in ("device", "gpu", "gpu_memory", "torch", "cuda", "comfyui", "python", "attention", "wall_s"):
         if env.get(key) is not None:
             add(f"| {key.replace('_', ' ')} | {env[key]} |")
+    add("")
+    for line in summary(records):
+        add(f"* {line}")
     add("")
 
     add("## Correctness on the device (tiny models of the test suite)")

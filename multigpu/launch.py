@@ -87,8 +87,8 @@ def worker_command(comfyui_dir: Path, rank: int, world_size: int, master_addr: s
     return cmd + (["--threads", str(threads)] if threads else [])
 
 
-def start_local_workers(s: GroupSettings, port: int, watch: Callable[[int, Any], None]) -> dict[int, subprocess.Popen]:
-    """Ranks 1..N-1 of `s` on this host, each with a daemon thread running `watch(rank, process)`."""
+def start_local_workers(s: GroupSettings, port: int, on_exit: Callable[[int], None]) -> dict[int, subprocess.Popen]:
+    """Ranks 1..N-1 of `s` on this host; a daemon thread per worker calls `on_exit(rank)` when it ends."""
     import comfy.model_base
 
     root = Path(comfy.model_base.__file__).resolve().parents[1]
@@ -99,7 +99,8 @@ def start_local_workers(s: GroupSettings, port: int, watch: Callable[[int, Any],
         procs[r] = subprocess.Popen(cmd + ["--parent-pipe"], stdin=subprocess.PIPE, env=env, start_new_session=True,
                                     close_fds=True)
         log.debug("LTX TDP: started rank %d (pid %d): %s", r, procs[r].pid, " ".join(cmd))
-        threading.Thread(target=watch, args=(r, procs[r]), name=f"ltx-tdp-watch-{r}", daemon=True).start()
+        threading.Thread(target=lambda r=r, p=procs[r]: (p.wait(), on_exit(r)), name=f"ltx-tdp-watch-{r}",
+                         daemon=True).start()
     return procs
 
 
@@ -157,3 +158,11 @@ def worker_config(s: GroupSettings) -> WorkerConfig:
     args = {k: v for k, v in vars(comfy.cli_args.args).items() if k not in skip}
     return WorkerConfig(s.world_size, s.backend, s.timeout_s, s.devices, args, __package__.rsplit(".", 1)[0],
                         comfyui_version.__version__, torch.__version__)
+
+
+def check_versions(hellos: dict[int, dict], mine: WorkerConfig) -> None:
+    """Warn about workers whose ComfyUI or torch differ from rank 0's (their replicas may compute differently)."""
+    for r, h in sorted(hellos.items()):
+        if (h.get("comfy_version"), h.get("torch_version")) != (mine.comfy_version, mine.torch_version):
+            log.warning("LTX TDP: rank %d runs ComfyUI %s / torch %s; rank 0 runs %s / %s. Replicas may differ.",
+                        r, h.get("comfy_version"), h.get("torch_version"), mine.comfy_version, mine.torch_version)

@@ -28,19 +28,13 @@ import torch
 import torch.distributed as dist
 
 from . import wire as W
-from .launch import (describe_exit, interface_of, listen_socket, resolve_ipv4, start_local_workers, stop_processes,
-                     where, worker_config)
 from .decode import Gather, Receiver, receiver_lead
+from .launch import (check_versions, describe_exit, interface_of, listen_socket, resolve_ipv4, start_local_workers,
+                     stop_processes, where, worker_config)
 from .replica import fill_bucket, patched_weights, plan_buckets, replica_key
-from .settings import GroupSettings, TDPGroupError
+from .settings import RANK0_NCCL_ENV, GroupSettings, TDPGroupError, set_rank0_nccl_env
 
 log = logging.getLogger(__name__)
-
-RANK0_NCCL_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2", "TORCH_NCCL_ENABLE_MONITORING": "0"}
-"""Set on rank 0 (ComfyUI) before the process group starts; ProcessGroupNCCL reads them when it is built.
-torch's default error handling, 3 (SkipCleanUp), and 1 (TearDown) kill the whole process when a collective
-fails or times out; 2 (CleanUpOnly) only aborts the NCCL communicators and lets the failed work raise, so
-ComfyUI lives on. The NCCL monitoring thread's only action is to kill the process when the watchdog hangs."""
 
 
 class Session:
@@ -55,12 +49,10 @@ class Session:
         self.seq, self.pending, self.starting, self.closed = 0, None, True, False
         self.lock = threading.RLock()
         self.timeout = datetime.timedelta(seconds=settings.timeout_s)
-        device = torch.device(settings.devices[0])
-        self.comm_device = device if settings.backend == "nccl" else torch.device("cpu")
+        self.comm_device = torch.device(settings.devices[0] if settings.backend == "nccl" else "cpu")
         self.store: Any = None
         self._server: Any = None
-        self.port = settings.port
-        self._pg = False
+        self.port, self._pg = settings.port, False
         self.env_at_init: dict[str, str | None] = {}
         self.stats: collections.Counter[str] = collections.Counter()
         """Seconds per phase of jobs on rank 0: send, tiles, wait, reduce (and jobs, bytes)."""
@@ -78,7 +70,7 @@ class Session:
             self.store = dist.PrefixStore(W.PREFIX, self._server)
             self.store.set("config", W.dumps(dataclasses.asdict(worker_config(s))))
             if not s.external_workers:
-                self.procs = start_local_workers(s, self.port, self._watch)
+                self.procs = start_local_workers(s, self.port, self._wake)
             self._wait_hellos()
             self.starting = False
             self.store.set("start", b"1")
@@ -90,21 +82,16 @@ class Session:
                  s.backend, s.address, self.port)
         return self
 
-    def _watch(self, rank: int, proc: Any) -> None:
-        """Death watcher of local worker `rank`: when it ends, wake rank 0 from whatever it waits for."""
-        proc.wait()
+    def _wake(self, rank: int) -> None:
+        """Local worker `rank` ended (launch's death watcher): wake rank 0 from whatever it waits for."""
         if self.closed:
             return
         try:
-            client = dist.TCPStore(resolve_ipv4(self.settings.address), self.port, None, False,
-                                   timeout=datetime.timedelta(seconds=5))
-            store = dist.PrefixStore(W.PREFIX, client)
-            if self.starting:
-                store.set(f"hello/{rank}", b"")
-            elif self.pending is not None:
-                store.set(f"done/{self.pending}", b"")
+            store = dist.PrefixStore(W.PREFIX, dist.TCPStore(resolve_ipv4(self.settings.address), self.port, None,
+                                                             False, timeout=datetime.timedelta(seconds=5)))
+            store.set(f"hello/{rank}" if self.starting else f"done/{self.pending}", b"")
         except Exception as e:  # the session is closing
-            log.debug("LTX TDP: death watcher of rank %d: %s", rank, e)
+            log.debug("LTX TDP: waking rank 0 for rank %d: %s", rank, e)
 
     def _wait_hellos(self) -> None:
         s, wait_s = self.settings, max(self.settings.timeout_s, W.STARTUP_MIN_S)
@@ -122,20 +109,13 @@ class Session:
                 raise TDPGroupError(f"LTX TDP: worker rank {r} (pid {p.pid}, {s.devices[r]}) "
                                     f"{describe_exit(p.wait())} while starting; its log is in the ComfyUI console")
             self.hellos[r] = W.loads(value)
-        mine = worker_config(s)
-        for r, h in sorted(self.hellos.items()):
-            if (h.get("comfy_version"), h.get("torch_version")) != (mine.comfy_version, mine.torch_version):
-                log.warning("LTX TDP: rank %d runs ComfyUI %s / torch %s; rank 0 runs %s / %s. Replicas may differ.",
-                            r, h.get("comfy_version"), h.get("torch_version"), mine.comfy_version, mine.torch_version)
+        check_versions(self.hellos, worker_config(s))
 
     def _init_process_group(self) -> None:
         if dist.is_initialized():
             raise TDPGroupError("LTX TDP: torch.distributed is already initialised in this ComfyUI process "
                                 "(by another node?); the multi-GPU group cannot start")
-        for key, value in RANK0_NCCL_ENV.items():
-            if os.environ.get(key, value) != value:
-                log.warning("LTX TDP: %s=%s would let a failing worker kill ComfyUI; using %s", key, os.environ[key], value)
-            os.environ[key] = value
+        set_rank0_nccl_env()
         name = interface_of(resolve_ipv4(self.settings.address))
         own = name is not None and "GLOO_SOCKET_IFNAME" not in os.environ
         if own:  # gloo binds to the configured address only (read while the group is created)

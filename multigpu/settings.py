@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 import torch
@@ -13,6 +14,20 @@ import torch
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "nccl", "gloo")
+
+RANK0_NCCL_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2", "TORCH_NCCL_ENABLE_MONITORING": "0"}
+"""Set on rank 0 (ComfyUI) before the process group starts; ProcessGroupNCCL reads them when it is built.
+torch's default error handling, 3 (SkipCleanUp), and 1 (TearDown) kill the whole process when a collective
+fails or times out; 2 (CleanUpOnly) only aborts the NCCL communicators and lets the failed work raise, so
+ComfyUI lives on. The NCCL monitoring thread's only action is to kill the process when the watchdog hangs."""
+
+
+def set_rank0_nccl_env() -> None:
+    """Put RANK0_NCCL_ENV in force in this process (rank 0), over a user's own values (logged)."""
+    for key, value in RANK0_NCCL_ENV.items():
+        if os.environ.get(key, value) != value:
+            log.warning("LTX TDP: %s=%s would let a failing worker kill ComfyUI; using %s", key, os.environ[key], value)
+        os.environ[key] = value
 
 
 class TDPGroupError(RuntimeError):

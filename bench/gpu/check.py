@@ -81,6 +81,7 @@ def default_comfyui_dir() -> Path | None:
 
 
 def run_child(args: argparse.Namespace) -> int:
+    """Run one step here; everything it measures, and any error, lands in the records file. 0 if no error."""
     sys.path.insert(0, str(HERE))
     import importlib
 
@@ -107,6 +108,7 @@ def run_child(args: argparse.Namespace) -> int:
 
 
 def environment(args: argparse.Namespace, comfy_dir: Path) -> dict:
+    """What the report's header states: device, GPU and its memory, torch, CUDA, ComfyUI, Python."""
     sys.path.insert(0, str(HERE))
     import torch
 
@@ -124,7 +126,20 @@ def environment(args: argparse.Namespace, comfy_dir: Path) -> dict:
     return env
 
 
+_running: subprocess.Popen | None = None
+"""The step process running now (stopped with the check if the check is stopped)."""
+
+
+def _on_stop_signal(signum: int, _frame: object) -> None:
+    if _running is not None:
+        _stop(_running)
+    raise SystemExit(f"stopped by signal {signum}")
+
+
 def run_step(step: Step, args: argparse.Namespace, comfy_dir: Path, work: Path, records: Path, limit_s: float) -> dict:
+    """Run `step` in its own process, stopped at `limit_s`; its outcome for the report. A step that died or
+    was stopped without recording why gets a record naming its exit and the end of its output."""
+    global _running
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", step.name, "--device", args.device,
            "--comfyui-dir", str(comfy_dir), "--records", str(records), "--work-dir", str(work)]
     if args.smoke:
@@ -132,14 +147,16 @@ def run_step(step: Step, args: argparse.Namespace, comfy_dir: Path, work: Path, 
     log_path = work / f"{step.name}.log"
     started = time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = _running = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             rc = proc.wait(timeout=limit_s)
             outcome = "ok" if rc == 0 else f"failed (exit {rc})"
         except subprocess.TimeoutExpired:
             _stop(proc)
             rc, outcome = None, f"stopped at its limit of {limit_s:.0f} s"
+        finally:
+            _running = None
     ran = time.monotonic() - started
     tail = log_path.read_text(errors="replace")[-1500:]
     recorded = any(r["step"] == step.name and r["status"] == "error" for r in read_records(records))
@@ -172,6 +189,14 @@ def read_records(path: Path) -> list[dict]:
 
 
 def run_parent(args: argparse.Namespace) -> int:
+    """Every step (or those of --only) in order, each in its own process within the budget; then the report.
+    Exit status 1 if any check failed or any step errored or was stopped at its limit."""
+    signal.signal(signal.SIGTERM, _on_stop_signal)
+    signal.signal(signal.SIGINT, _on_stop_signal)
+    names = {s.name for s in STEPS}
+    unknown = sorted(set(args.only.split(",")) - names) if args.only else []
+    if unknown:
+        raise SystemExit(f"unknown step(s) {', '.join(unknown)}; the steps are {', '.join(s.name for s in STEPS)}")
     comfy_dir = Path(args.comfyui_dir).resolve() if args.comfyui_dir else default_comfyui_dir()
     if comfy_dir is None or not (comfy_dir / "comfy").is_dir():
         raise SystemExit("no ComfyUI tree: pass --comfyui-dir, set COMFYUI_DIR, or carry one in bench/gpu/carry/comfyui "

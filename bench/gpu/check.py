@@ -183,9 +183,16 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def read_records(path: Path) -> list[dict]:
+    """Every complete record line (a step killed while writing one leaves a partial line, skipped)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
 
 
 def run_parent(args: argparse.Namespace) -> int:

@@ -78,15 +78,6 @@ def listen_socket(address: str, port: int) -> socket.socket:
     return sock
 
 
-def worker_command(comfyui_dir: Path, rank: int, world_size: int, master_addr: str, master_port: int,
-                   device: str, timeout_s: float, threads: int = 0) -> list[str]:
-    """The command line that starts worker `rank` (the one the README documents for other hosts)."""
-    cmd = [sys.executable, str(WORKER_MAIN), "--comfyui-dir", str(comfyui_dir), "--rank", str(rank), "--world-size",
-           str(world_size), "--master-addr", master_addr, "--master-port", str(master_port), "--device", device,
-           "--timeout", str(timeout_s)]
-    return cmd + (["--threads", str(threads)] if threads else [])
-
-
 def start_local_workers(s: GroupSettings, port: int, on_exit: Callable[[int], None]) -> dict[int, subprocess.Popen]:
     """Ranks 1..N-1 of `s` on this host; a daemon thread per worker calls `on_exit(rank)` when it ends."""
     import comfy.model_base
@@ -94,8 +85,10 @@ def start_local_workers(s: GroupSettings, port: int, on_exit: Callable[[int], No
     root = Path(comfy.model_base.__file__).resolve().parents[1]
     env = {**bind_env(resolve_ipv4(s.address)), **os.environ, "PYTHONUNBUFFERED": "1"}  # the user's own *_IFNAME wins
     procs = {}
-    for r in range(1, s.world_size):
-        cmd = worker_command(root, r, s.world_size, s.address, port, s.devices[r], s.timeout_s, s.threads)
+    for r in range(1, s.world_size):  # the command the README documents for other hosts, plus the pipe
+        cmd = [sys.executable, str(WORKER_MAIN), "--comfyui-dir", str(root), "--rank", str(r), "--world-size",
+               str(s.world_size), "--master-addr", s.address, "--master-port", str(port), "--device", s.devices[r],
+               "--timeout", str(s.timeout_s)] + (["--threads", str(s.threads)] if s.threads else [])
         procs[r] = subprocess.Popen(cmd + ["--parent-pipe"], stdin=subprocess.PIPE, env=env, start_new_session=True,
                                     close_fds=True)
         log.debug("LTX TDP: started rank %d (pid %d): %s", r, procs[r].pid, " ".join(cmd))

@@ -1,28 +1,22 @@
 """What travels between rank 0 and the workers: store keys, messages, pickles and packed tensors.
 
-Control plane: keys of the group's TCPStore under `ltx_tdp/` (values are pickles or text).
+Control plane, keys of the group's TCPStore under `ltx_tdp/` (values are pickles or text):
 
-    config             0 -> all  WorkerConfig as a dict, written once when the group starts
-    hello/<r>          r -> 0    a dict (pid, host, device, versions) once worker r is ready; b"" if it died
-    start              0 -> all  every worker said hello: join the process group
-    msg/<seq>          0 -> all  the seq-th message: ReplicaMessage | JobMessage | ShutdownMessage
-    ack/<seq>/<r>      r -> 0    b"" when r handled message seq, else its error text
-    acks/<seq>         r -> 0    TCPStore.add counter of those acks; the worker that makes it world-1 sets
-    done/<seq>         r -> 0    ... this key, which rank 0 waits for (TCPStore.wait with the group timeout)
-    stop/<seq>         0 -> all  interrupt or rank-0 error: skip the remaining tiles of job seq
+    config           0 -> all  WorkerConfig (as a dict), once      hello/<r>      r -> 0  ready (b"" if it died)
+    start            0 -> all  every worker said hello: join the process group
+    msg/<seq>        0 -> all  ReplicaMessage | JobMessage | ShutdownMessage, handled in seq order
+    ack/<seq>/<r>    r -> 0    b"" when r handled message seq, else its error text
+    acks/<seq>       r -> 0    TCPStore.add counter of the acks; the worker that brings it to world-1 sets
+    done/<seq>       r -> 0    ... this key, which rank 0 waits for with TCPStore.wait and the group timeout
+    stop/<seq>       0 -> all  interrupt or rank-0 error: skip the remaining tiles of job seq
 
-Workers handle every message in seq order and wait for the next one with TCPStore.wait, so an idle
-worker never sits in a collective. Data plane (torch.distributed, only right after a message names it):
-
-    ReplicaMessage  one broadcast per weight bucket (uint8, rank 0 -> all), then acks
-    JobMessage      one broadcast of the job's tensors (uint8); every rank runs its tiles; then either
-                    acks and ONE all_reduce(SUM) of the flat fp32 partial sums (`gather` False: model calls),
-                    or each worker sends each of its tiles' window-weighted results to rank 0 as soon as
-                    it has it (send/recv, in tile order), then acks (`gather` True: VAE decodes)
-    ShutdownMessage no collective; workers ack and exit
-
-Rank 0 reads every ack before it enters the all_reduce, so a worker that fails before it is named from
-the store; one that dies later makes the collective fail (gloo: at once; NCCL: within the timeout).
+An idle worker waits for the next message with TCPStore.wait, never inside a collective. Data plane
+(torch.distributed, only right after a message names it): a ReplicaMessage is followed by one broadcast
+per weight bucket; a JobMessage by one broadcast of the job's tensors, then either the acks and ONE
+all_reduce(SUM) of the flat fp32 partial sums (model calls), or each worker sending each of its tiles'
+window-weighted results to rank 0 as soon as it has it, then the acks (VAE decodes). Rank 0 reads every
+ack before it reduces, so a worker that fails before is named from the store; one that dies after makes
+the collective fail (gloo: at once; NCCL: within the timeout).
 """
 
 from __future__ import annotations
@@ -144,31 +138,27 @@ def loads(data: bytes, source_package: str | None = None, target_package: str = 
     return _RenamingUnpickler(data, source_package, target_package).load()
 
 
-def split_tensors(obj: Any, out: list[torch.Tensor]) -> Any:
-    """`obj` with every tensor (in dicts, lists, tuples) replaced by a TensorRef; tensors appended to `out`."""
-    if isinstance(obj, torch.Tensor):
-        out.append(obj)
-        return TensorRef(len(out) - 1)
+def _walk(obj: Any, leaf: Any) -> Any:
+    """`obj` with `leaf(x)` for every tensor or TensorRef x inside its dicts, lists and tuples."""
+    if isinstance(obj, (torch.Tensor, TensorRef)):
+        return leaf(obj)
     if isinstance(obj, dict):
-        return {k: split_tensors(v, out) for k, v in obj.items()}
+        return {k: _walk(v, leaf) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [split_tensors(v, out) for v in obj]
+        return [_walk(v, leaf) for v in obj]
     if isinstance(obj, tuple) and not isinstance(obj, torch.Size) and not hasattr(obj, "_fields"):
-        return tuple(split_tensors(v, out) for v in obj)
+        return tuple(_walk(v, leaf) for v in obj)
     return obj
+
+
+def split_tensors(obj: Any, out: list[torch.Tensor]) -> Any:
+    """`obj` with every tensor replaced by a TensorRef; the tensors appended to `out`."""
+    return _walk(obj, lambda t: out.append(t) or TensorRef(len(out) - 1))
 
 
 def join_tensors(obj: Any, tensors: list[torch.Tensor]) -> Any:
     """Inverse of split_tensors."""
-    if isinstance(obj, TensorRef):
-        return tensors[obj.index]
-    if isinstance(obj, dict):
-        return {k: join_tensors(v, tensors) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [join_tensors(v, tensors) for v in obj]
-    if isinstance(obj, tuple) and not isinstance(obj, torch.Size) and not hasattr(obj, "_fields"):
-        return tuple(join_tensors(v, tensors) for v in obj)
-    return obj
+    return _walk(obj, lambda ref: tensors[ref.index])
 
 
 def job_fields(job: Any) -> dict[str, Any]:

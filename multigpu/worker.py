@@ -115,7 +115,7 @@ class Worker:
             after, error = None, ""
             try:
                 with torch.inference_mode():
-                    after = self._handle(msg)
+                    after = self._load_replica(msg) if isinstance(msg, W.ReplicaMessage) else self._job(msg)
             except Exception as e:
                 log.exception("rank %d: message %d failed", self.rank, seq)
                 error = f"{type(e).__name__}: {e}"
@@ -136,13 +136,6 @@ class Worker:
                 self.store.set(f"done/{seq}", b"")
         except RuntimeError as e:
             raise RankZeroGone(str(e).splitlines()[0]) from None
-
-    def _handle(self, msg: W.Message):
-        if isinstance(msg, W.ReplicaMessage):
-            return self._load_replica(msg)
-        if isinstance(msg, W.JobMessage):
-            return self._job(msg)
-        raise TDPGroupError(f"unknown message {type(msg).__name__}")
 
     def _load_replica(self, msg: W.ReplicaMessage) -> None:
         self.replicas.pop(msg.kind, None)

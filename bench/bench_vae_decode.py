@@ -1,14 +1,21 @@
-"""Benchmark of the tiled VAE decode (not a test): peak memory and time against ComfyUI's VAEDecode and
-VAEDecodeTiled at growing sizes, and a projected peak for the real LTX-2 VAE at 3840 x 2160 x 121.
+"""Benchmark of the tiled VAE decode (not a test): time against PSNR and peak memory, ours at several
+qualities against ComfyUI's VAEDecodeTiled at several settings, both against the untiled VAEDecode.
 
-    bash -c 'source scripts/env.sh && "$TDP_PYTHON" bench/bench_vae_decode.py'
+    COMFYUI_SRC=/path/to/ComfyUI-0.24.0 bash -c 'source scripts/env.sh && "$TDP_PYTHON" bench/bench_vae_decode.py'
 
-All three run in-process on a real ComfyUI (CPU) with the tiny LTX VAE of the tests (ComfyUI's own
-VideoVAE; on ComfyUI 0.3.x its decoder is 128 channels wide at every stage, as the last, largest stage of
-the real LTX decoders is). Peak memory is the process's peak RSS above its RSS before the call (VmHWM
-reset through /proc/self/clear_refs; glibc told to hand freed blocks of 64 KiB and more back at once), so
-it counts the output as well as the working memory. PSNR is against VAEDecode. Results go to
-bench/results/vae_decode.md. About 2-3 minutes on 2 CPU cores. TDP_BENCH_QUICK=1 runs the two small sizes.
+Everything runs in-process on a real ComfyUI (CPU, fp32):
+
+* **real-config LTX-2**: ComfyUI's VideoVAE at LTX-2's published config (the `vae` entry of its checkpoints'
+  metadata), random weights (PyTorch's default initialisation; see tests/support/real_vae.py), loaded by
+  comfy.sd.VAE. The latent is 20 x 4 cells x 2 latent frames (640 x 128 px, 9 frames): a size this 2-core
+  CPU decodes untiled in seconds, long enough across for a tile's context to stay inside the latent;
+* **tiny**: the tests' tiny LTX VAE, for peak memory against the clip length (temporal chunks);
+* **profile**: where a tiled decode's time goes (decoder calls vs crop/weights/blend/copies), and the
+  decoded latent voxels against the latent's own for the presets at 3840 x 2176 x 121 (arithmetic).
+
+Peak memory is the process's peak RSS above its RSS before the call (VmHWM reset through
+/proc/self/clear_refs; glibc told to hand freed blocks of 64 KiB and more back at once), output included.
+Results: bench/results/vae_decode.md and bench/results/vae_decode.png. About 5 minutes on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -33,36 +40,47 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 sys.path.insert(0, str(REPO / "tests"))
 
-from support import comfy_runtime, tiny_models  # noqa: E402
+from support import comfy_runtime, real_vae, tiny_models  # noqa: E402
 from support.pack_import import import_pack  # noqa: E402
 from support.paths import comfyui_dir  # noqa: E402
 
 log = logging.getLogger("ltx_tdp.bench")
 
-SIZES = [(4, 4, 4), (7, 8, 8), (13, 8, 8)]
-"""Latent (frames, height, width): 128 x 128 x 25, 256 x 256 x 49 and 256 x 256 x 97 pixels."""
+REAL_LATENT = (2, 4, 20)
+"""Latent (frames, height, width) of the real-config LTX-2 runs: 9 frames of 128 x 640 px."""
 
-OURS = dict(spatial_tile=192, spatial_overlap=32, temporal_tile=32, temporal_overlap=8)
-COMFY_TILED = dict(tile_size=192, overlap=32, temporal_size=32, temporal_overlap=8)
-"""The same tile sizes for both tiled decodes (VAEDecodeTiled turns them into 6 x 6 latent cells, overlap 1,
-and 4 latent frames, overlap 1)."""
+OUR_TILE = 320
+"""Our spatial tile on the real-config runs: 10 cells, so the 20-cell row is two tiles."""
+
+OURS = [("exact", 0), ("high", 0), ("balanced", 0), ("fast", 0), ("custom", 2), ("custom", 1), ("custom", 0)]
+"""(quality, context_cells) of our runs at OUR_TILE, overlap 0, whole clips in time."""
+
+COMFY_TILED = [(320, 64), (256, 64), (512, 128), (192, 32)]
+"""VAEDecodeTiled (tile_size, overlap) runs (temporal_size 64, temporal_overlap 8: its defaults)."""
+
+TINY_FRAMES = (13, 25, 49)
+"""Tiny-VAE clip lengths in latent frames (97, 193, 385 frames of 256 x 256)."""
+
+TINY_OURS = dict(spatial_tile=4096, spatial_overlap=0, temporal_tile=48, temporal_overlap=0, quality="custom",
+                 context_cells=1)
+"""Our memory-bounded setting: chunks of 6 latent frames with 1 of context, so every decoded block is at most
+9 latent frames (65 frames) long whatever the clip (the 'exact' context, 5 for the tiny VAE, makes blocks of
+up to 17 latent frames: flat only for clips longer than that)."""
 
 TARGET_LATENT = (16, 68, 120)
 """3840 x 2176 x 121 frames: 2160 rounded up to whole 32 px latent cells."""
 
-TARGET_SETTINGS = dict(spatial_tile=768, spatial_overlap=64, temporal_tile=80, temporal_overlap=24)
-"""The node's defaults (upstream LTX-2's 4K decode settings)."""
-
 
 @dataclass(frozen=True)
 class Row:
-    size: str
+    case: str
     method: str
-    seconds: float
+    setting: str
+    seconds: float  # CPU seconds of this process (both torch threads): steadier than wall time on a shared machine
+    wall: float
     peak: int
     output: int
     psnr: float
-    voxels: int  # decoded pixel voxels (frames x height x width) of the largest single decode call
 
 
 def _status_kib(field: str) -> int:
@@ -70,21 +88,222 @@ def _status_kib(field: str) -> int:
         return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1))
 
 
-def measure(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, float, int]:
-    """(result, seconds, peak RSS above the RSS before the call in bytes)."""
+def measure(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, tuple[float, float], int]:
+    """(result, (CPU seconds, wall seconds), peak RSS above the RSS before the call in bytes)."""
     gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before = _status_kib("VmRSS")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     out = fn()
-    seconds = time.perf_counter() - start
+    seconds = (time.process_time() - cpu, time.perf_counter() - start)
     return out, seconds, (_status_kib("VmHWM") - before) * 1024
 
 
 def psnr(got: torch.Tensor, want: torch.Tensor) -> float:
     mse = torch.mean((got.double() - want.double()) ** 2).item()
     return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
+
+
+def run(case: str, vae, x: torch.Tensor, want: torch.Tensor | None, method: str, setting: str, node, **inputs) -> Row:
+    (got,), sec, peak = measure(lambda: comfy_runtime.run_node(node, vae=vae, samples={"samples": x}, **inputs))
+    row = Row(case, method, setting, *sec, peak, got.numel() * got.element_size(),
+              math.inf if want is None else psnr(got, want))
+    log.info("%s | %s %s: %.2f CPU s, %.0f dB", case, method, setting, sec[0], row.psnr)
+    return row
+
+
+def real_rows(TiledVAEDecodeNode) -> tuple[list[Row], object]:
+    vae = real_vae.real_vae(real_vae.LTX2_VAE_CONFIG, seed=0)
+    x = torch.randn(1, 128, *REAL_LATENT, generator=torch.Generator().manual_seed(1))
+    case = "real-config LTX-2"
+    comfy_runtime.run_node("VAEDecode", vae=vae, samples={"samples": x[..., :2, :2]})  # warm up
+    (want,), sec, peak = measure(lambda: comfy_runtime.run_node("VAEDecode", vae=vae, samples={"samples": x}))
+    rows = [Row(case, "VAEDecode", "untiled", *sec, peak, want.numel() * 4, math.inf)]
+    rows.append(run(case, vae, x, want, "ours", "node defaults (exact, 2048 px)", TiledVAEDecodeNode))
+    for quality, cells in OURS:
+        label = f"{quality}" + (f" {cells}" if quality == "custom" else "") + f", {OUR_TILE} px"
+        rows.append(run(case, vae, x, want, "ours", label, TiledVAEDecodeNode, spatial_tile=OUR_TILE,
+                        quality=quality, context_cells=cells))
+    for tile, overlap in COMFY_TILED:
+        rows.append(run(case, vae, x, want, "VAEDecodeTiled", f"{tile} px / {overlap}", "VAEDecodeTiled",
+                        tile_size=tile, overlap=overlap, temporal_size=64, temporal_overlap=8))
+    return rows, vae
+
+
+def tiny_rows(TiledVAEDecodeNode, base: Path) -> list[Row]:
+    import comfy.sd
+    import comfy.utils
+
+    sd, meta = comfy.utils.load_torch_file(str(tiny_models.build_vae(base / "vae.safetensors")), return_metadata=True)
+    vae = comfy.sd.VAE(sd=sd, metadata=meta)
+    rows = []
+    comfy_runtime.run_node(TiledVAEDecodeNode, vae=vae, samples={"samples": torch.zeros(1, 128, 2, 2, 2)}, **TINY_OURS)
+    for frames in TINY_FRAMES:
+        x = torch.randn(1, 128, frames, 8, 8, generator=torch.Generator().manual_seed(frames))
+        case = f"tiny, 256x256x{8 * frames - 7}"
+        (want,), sec, peak = measure(lambda: comfy_runtime.run_node("VAEDecode", vae=vae, samples={"samples": x}))
+        rows.append(Row(case, "VAEDecode", "untiled", *sec, peak, want.numel() * 4, math.inf))
+        rows.append(run(case, vae, x, want, "ours", "custom 1, chunks of 48 frames", TiledVAEDecodeNode, **TINY_OURS))
+        rows.append(run(case, vae, x, want, "VAEDecodeTiled", "256 px, 48 / 8 frames", "VAEDecodeTiled",
+                        tile_size=256, overlap=64, temporal_size=48, temporal_overlap=8))
+        del want
+    return rows
+
+
+def profile(vae) -> list[str]:
+    """Where the time of one tiled decode goes: decoder calls vs everything else (crop, weights, blend, copies)."""
+    from ltx_tdp.ltx.vae_decode import prepare_decode, preset_context
+    from ltx_tdp.tiling import blend_tiles
+
+    x = torch.randn(1, 128, *REAL_LATENT, generator=torch.Generator().manual_seed(1))
+    lines = []
+    for quality in ("exact", "balanced"):
+        spatial, temporal = preset_context(vae, quality)
+        job = prepare_decode(vae, x, spatial_tile=OUR_TILE, spatial_overlap=0, temporal_tile=4096,
+                             temporal_overlap=0, spatial_context=spatial, temporal_context=temporal)
+        decode_s = 0.0
+
+        def timed(tile):
+            nonlocal decode_s
+            start = time.perf_counter()
+            out = job.decode_tile(tile)
+            decode_s += time.perf_counter() - start
+            return out
+
+        start = time.perf_counter()
+        with torch.inference_mode():
+            images = torch.zeros(job.output_shape, dtype=torch.float32)
+            blend_tiles(job.plan.pixels, timed, out=images.permute(0, 4, 1, 2, 3))
+        total = time.perf_counter() - start
+        decoded = sum(math.prod(job.plan.source(t).latent_shape) for t in job.plan.pixels.tiles)
+        lines.append(f"| {quality} (context {spatial}) | {total:.2f} | {decode_s:.2f} | {total - decode_s:.2f} | "
+                     f"{decoded / math.prod(REAL_LATENT):.2f} |")
+    return lines
+
+
+def overhead_4k(vae) -> list[str]:
+    """Decoded latent voxels / latent voxels at 3840 x 2176 x 121 for each preset and spatial tile (whole clips)."""
+    from ltx_tdp.ltx.vae_decode import QUALITY_PRESETS, plan_decode, preset_context, vae_scales
+
+    scales = vae_scales(vae)
+    presets = [p.name for p in QUALITY_PRESETS if p.name != "custom"]
+    lines = ["| spatial tile | tiles | " + " | ".join(presets) + " |", "|---:|---:|" + "---:|" * len(presets)]
+    for tile in (768, 1024, 1536, 2048, 4096):
+        cells = []
+        for name in presets:
+            spatial, temporal = preset_context(vae, name)
+            plan = plan_decode(TARGET_LATENT, scales, tile, 0, 4096, 0, spatial, temporal)
+            decoded = sum(math.prod(plan.source(t).latent_shape) for t in plan.pixels.tiles)
+            cells.append(f"{decoded / math.prod(TARGET_LATENT):.2f}x")
+        lines.append(f"| {tile} px | {' x '.join(map(str, plan.pixels.counts[1:]))} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def verdicts(rows: list[Row]) -> list[str]:
+    """For each VAEDecodeTiled run: the fastest of ours with at least its PSNR, overall and among our tiled
+    (320 px) runs; then ours at the node defaults against the untiled decode. Times are CPU seconds."""
+    ours = [r for r in rows if r.method == "ours"]
+    tiled = [r for r in ours if not r.setting.startswith("node defaults")]
+    lines = []
+    for theirs in (r for r in rows if r.method == "VAEDecodeTiled"):
+        parts = []
+        for label, pool in (("overall", ours), ("with 320 px tiles", tiled)):
+            fast = min((r for r in pool if r.psnr >= theirs.psnr), key=lambda r: r.seconds, default=None)
+            parts.append(f"{label}: {fast.setting}, {fmt_db(fast.psnr)} in {fast.seconds:.1f} s "
+                         f"({'met' if fast.seconds <= theirs.seconds else 'NOT met'})" if fast else f"{label}: none")
+        lines.append(f"* VAEDecodeTiled {theirs.setting} ({fmt_db(theirs.psnr)} in {theirs.seconds:.1f} s) — fastest "
+                     f"of ours with at least its PSNR, " + "; ".join(parts))
+    untiled = next(r for r in rows if r.method == "VAEDecode")
+    default = next(r for r in ours if r.setting.startswith("node defaults"))
+    lines.append(f"* ours at the node defaults: {fmt_db(default.psnr)} in {default.seconds / untiled.seconds:.2f}x "
+                 "the untiled decode's CPU time (target <= 1.3x)")
+    return lines
+
+
+def fmt_db(value: float) -> str:
+    return "inf dB (bit-identical)" if math.isinf(value) else f"{value:.1f} dB"
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.0f}" if n >= 10 * 2**20 else f"{n / 2**20:,.1f}"
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    real = [r for r in rows if r.case == "real-config LTX-2"]
+    untiled = next(r for r in real if r.method == "VAEDecode")
+    cap = 150.0
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for method, marker, colour in (("ours", "o", "tab:blue"), ("VAEDecodeTiled", "s", "tab:orange")):
+        pts = [r for r in real if r.method == method]
+        ax.scatter([r.seconds for r in pts], [min(r.psnr, cap) for r in pts], marker=marker, color=colour,
+                   label=method)
+        for r in pts:
+            ax.annotate(r.setting.split(",")[0], (r.seconds, min(r.psnr, cap)), fontsize=7,
+                        xytext=(4, 2), textcoords="offset points")
+    ax.axvline(untiled.seconds, color="grey", linestyle="--", label=f"VAEDecode (untiled) {untiled.seconds:.1f} s")
+    ax.axhline(50, color="grey", linestyle=":", label="50 dB")
+    ax.set_xlabel("CPU time (s, fp32)")
+    ax.set_ylabel(f"PSNR vs untiled (dB; {cap:.0f} = identical)")
+    ax.set_title(f"Real-config LTX-2 decoder, random weights: {REAL_LATENT[2] * 32} x {REAL_LATENT[1] * 32} x "
+                 f"{8 * REAL_LATENT[0] - 7} frames")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write_report(rows: list[Row], profile_lines: list[str], overhead_lines: list[str], version: str) -> None:
+    lines = [
+        "# Tiled VAE decode: time, PSNR and peak memory",
+        "",
+        f"ComfyUI {version}, torch {torch.__version__}, CPU ({platform.machine()}, {os.cpu_count()} cores, "
+        f"{torch.get_num_threads()} threads, shared with other jobs: times are the process's CPU seconds, wall "
+        "time alongside), fp32. Produced by `bench/bench_vae_decode.py`; plot: `vae_decode.png`. PSNR against VAEDecode (frames in [0, 1]); peak = peak RSS above the RSS before "
+        "the call (output included). Ours: overlap 0, whole clips in time unless said; VAEDecodeTiled: "
+        "temporal_size 64, temporal_overlap 8 (its defaults) unless said.",
+        "",
+        f"The real-config LTX-2 decoder has random weights: it reaches 16 latent cells in space and 14 latent "
+        f"frames in time, and with random weights an error at a tile's edge fades by about 10 dB per cell of "
+        f"context; trained weights reach less far in effect. Latent {REAL_LATENT[2]} x {REAL_LATENT[1]} cells x "
+        f"{REAL_LATENT[0]} latent frames.",
+        "",
+        "| case | method | setting | CPU time (s) | wall (s) | peak (MiB) | output (MiB) | PSNR vs VAEDecode (dB) |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        q = "—" if r.method == "VAEDecode" else ("inf" if math.isinf(r.psnr) else f"{r.psnr:.1f}")
+        lines.append(f"| {r.case} | {r.method} | {r.setting} | {r.seconds:.2f} | {r.wall:.2f} | {mib(r.peak)} | "
+                     f"{mib(r.output)} | {q} |")
+    lines += ["", "## Targets", "", *verdicts([r for r in rows if r.case == "real-config LTX-2"]), ""]
+    tiny = [r for r in rows if r.case.startswith("tiny") and r.method == "ours"]
+    if tiny:
+        growth = ", ".join(f"{r.case.split(', ')[1]}: peak - output {mib(r.peak - r.output)} MiB" for r in tiny)
+        lines += [f"* peak memory against the clip length (ours, tiny VAE, chunks of 48 frames, 1 cell of context): "
+                  f"{growth}", ""]
+    lines += [
+        "## Profile (real-config LTX-2, 320 px tiles)",
+        "",
+        "| quality | total (s) | decoder calls (s) | crop, weights, blend, copies (s) | decoded / latent voxels |",
+        "|---|---:|---:|---:|---:|",
+        *profile_lines,
+        "",
+        "## Decoded latent voxels / latent voxels at 3840 x 2176 x 121 (whole clips in time)",
+        "",
+        "What each preset's context costs at 4K, from the tile plans (the decode time follows the decoded voxels):",
+        "",
+        *overhead_lines,
+        "",
+    ]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "vae_decode.md"
+    path.write_text("\n".join(lines))
+    log.info("wrote %s\n%s", path, "\n".join(lines))
 
 
 def main() -> None:
@@ -96,125 +315,21 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="tdp_bench_vae_"))
     comfy_runtime.start(comfy_dir, base)
     comfy_runtime.quiet()
+    log.setLevel(logging.INFO)  # quiet() raises the root logger's level; this script's progress still shows
     import_pack()
-    import comfy.sd
-    import comfy.utils
-
-    from ltx_tdp.ltx.vae_decode import decoder_reach, plan_decode, vae_scales
     from ltx_tdp.nodes.tiled_vae_decode import TiledVAEDecodeNode
 
-    sd, meta = comfy.utils.load_torch_file(str(tiny_models.build_vae(base / "vae.safetensors")), return_metadata=True)
-    vae = comfy.sd.VAE(sd=sd, metadata=meta)
-    scales = vae_scales(vae)
-    sizes = SIZES[:2] if os.environ.get("TDP_BENCH_QUICK") else SIZES
-    rows: list[Row] = []
+    if not real_vae.builds_ltx2_vae():
+        sys.exit("this ComfyUI cannot build the LTX-2 VAE: run with COMFYUI_SRC pointing at ComfyUI >= 0.8")
     with torch.inference_mode():
-        comfy_runtime.run_node(TiledVAEDecodeNode, vae=vae, samples={"samples": torch.zeros(1, 128, 2, 2, 2)}, **OURS)
-        for frames, height, width in sizes:
-            x = {"samples": torch.randn(1, 128, frames, height, width, generator=torch.Generator().manual_seed(frames))}
-            pixels = tuple(s.pixel_length(n) for s, n in zip(scales, (frames, height, width)))
-            label = f"{pixels[2]}x{pixels[1]}x{pixels[0]}"
-            full_voxels = math.prod(pixels)
-            (want,), sec, peak = measure(lambda: comfy_runtime.run_node("VAEDecode", vae=vae, samples=x))
-            rows.append(Row(label, "VAEDecode", sec, peak, want.numel() * 4, math.inf, full_voxels))
-            (got,), sec, peak = measure(lambda: comfy_runtime.run_node("VAEDecodeTiled", vae=vae, samples=x, **COMFY_TILED))
-            rows.append(Row(label, "VAEDecodeTiled", sec, peak, got.numel() * 4, psnr(got, want), 0))
-            del got
-            (got,), sec, peak = measure(lambda: comfy_runtime.run_node(TiledVAEDecodeNode, vae=vae, samples=x, **OURS))
-            block = plan_decode((frames, height, width), scales, OURS["spatial_tile"], OURS["spatial_overlap"],
-                                OURS["temporal_tile"], OURS["temporal_overlap"]).largest_source()
-            voxels = math.prod(s.pixel_length(n) for s, n in zip(scales, block))
-            rows.append(Row(label, "LTX TDP Tiled VAE Decode", sec, peak, got.numel() * 4, psnr(got, want), voxels))
-            del got, want
-            log.info("%s done", label)
-
-    # Working memory per decoded voxel (fp32, CPU), from our largest size: peak minus the output buffer.
-    ours = [r for r in rows if r.method.startswith("LTX")][-1]
-    untiled = [r for r in rows if r.method == "VAEDecode"][-1]
-    per_voxel_tile = (ours.peak - ours.output) / ours.voxels
-    per_voxel_full = (untiled.peak - untiled.output) / untiled.voxels
-    target = plan_decode(TARGET_LATENT, scales, **TARGET_SETTINGS)
-    target_block = target.largest_source()
-    target_tile_voxels = math.prod(s.pixel_length(n) for s, n in zip(scales, target_block))
-    target_voxels = math.prod(target.pixel_shape)
-    bf16 = 0.5
-    reach = decoder_reach(vae)
-    write_report(rows, per_voxel_tile, per_voxel_full, target, target_block, target_tile_voxels, target_voxels, bf16,
-                 reach, comfy_runtime.comfyui_version(), vae)
-
-
-def mib(n: float) -> str:
-    return f"{n / 2**20:,.0f}" if n >= 10 * 2**20 else f"{n / 2**20:,.1f}"
-
-
-def gib(n: float) -> str:
-    return f"{n / 2**30:,.1f}"
-
-
-def write_report(rows, per_voxel_tile, per_voxel_full, target, target_block, target_tile_voxels, target_voxels, bf16,
-                 reach, version, vae) -> None:
-    lines = [
-        "# Tiled VAE decode: peak memory and time",
-        "",
-        f"ComfyUI {version}, torch {torch.__version__}, CPU ({platform.machine()}, {os.cpu_count()} cores, "
-        f"{torch.get_num_threads()} threads), tiny LTX VAE of the tests (fp32). Produced by "
-        "`bench/bench_vae_decode.py`.",
-        "",
-        f"Tiles: ours {OURS['spatial_tile']} px / {OURS['spatial_overlap']} px overlap, {OURS['temporal_tile']} "
-        f"frames / {OURS['temporal_overlap']} overlap, context 1 latent cell; VAEDecodeTiled the same sizes "
-        f"(tile_size {COMFY_TILED['tile_size']}, overlap {COMFY_TILED['overlap']}, temporal_size "
-        f"{COMFY_TILED['temporal_size']}, temporal_overlap {COMFY_TILED['temporal_overlap']}). Peak = peak RSS "
-        "above the RSS before the call (output included). PSNR against VAEDecode: the tiny VAE has random "
-        "weights, and its decoder reaches "
-        f"{reach[1]:.1f} latent cells (~{reach[1] * 32:.0f} px) around each cell, so tiles with one cell of "
-        "context differ from the untiled decode near their borders far more than a trained VAE's would; "
-        "with context >= the reach they match it (tests/comfy/test_tiled_vae_decode.py).",
-        "",
-        "| size (W x H x frames) | method | time (s) | peak (MiB) | output (MiB) | peak - output (MiB) | PSNR vs VAEDecode (dB) |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        q = "—" if math.isinf(r.psnr) and r.method == "VAEDecode" else ("inf" if math.isinf(r.psnr) else f"{r.psnr:.1f}")
-        lines.append(f"| {r.size} | {r.method} | {r.seconds:.2f} | {mib(r.peak)} | {mib(r.output)} | "
-                     f"{mib(r.peak - r.output)} | {q} |")
-    out_bytes = target_voxels * 3 * 4
-    tile_gpu = target_tile_voxels * per_voxel_tile * bf16
-    full_gpu = target_voxels * per_voxel_full * bf16
-    comfy_tile = vae.memory_used_decode((1, 128, *target_block), torch.bfloat16)
-    comfy_full = vae.memory_used_decode((1, 128, *TARGET_LATENT), torch.bfloat16)
-    f, h, w = target.pixel_shape
-    lines += [
-        "",
-        f"## Projection: real LTX-2 VAE, {w} x {h} x {f} frames (bf16 on a GPU)",
-        "",
-        f"Settings: the node's defaults ({TARGET_SETTINGS['spatial_tile']} px / {TARGET_SETTINGS['spatial_overlap']} "
-        f"px, {TARGET_SETTINGS['temporal_tile']} / {TARGET_SETTINGS['temporal_overlap']} frames, context 1): "
-        f"{' x '.join(map(str, target.pixels.counts))} tiles (frames x height x width); the largest tile decodes "
-        f"a latent block of {' x '.join(map(str, target_block))} = "
-        f"{target_tile_voxels / 1e6:,.1f} M pixel voxels, the whole clip {target_voxels / 1e6:,.0f} M.",
-        "",
-        "| | working memory per decoded voxel | one tile (GPU) | untiled (GPU) | output (CPU, fp32) |",
-        "|---|---:|---:|---:|---:|",
-        f"| from the measured tiny-VAE figures | {per_voxel_tile:.0f} B tiled / {per_voxel_full:.0f} B untiled (fp32) | "
-        f"{gib(tile_gpu)} GiB | {gib(full_gpu)} GiB | {gib(out_bytes)} GiB |",
-        f"| ComfyUI's own estimate (`VAE.memory_used_decode`, bf16) | — | {gib(comfy_tile)} GiB | {gib(comfy_full)} GiB | "
-        f"{gib(out_bytes)} GiB |",
-        "",
-        "Assumptions: (1) the peak of a decode is set by its last, full-resolution stage, where the real LTX "
-        "decoders are 128 channels wide like the tiny one on ComfyUI 0.3.x (earlier stages have 2-8x the "
-        "channels at 1/8-1/64 of the voxels, and depth does not add to the peak of an inference pass); (2) "
-        "bf16 halves the fp32 bytes measured here; (3) the real decoder's residual upsamplers add one more "
-        "tensor the size of a stage's output, not counted: read the first row as a lower bound and "
-        "ComfyUI's estimate as its own, more conservative figure; (4) VAE weights, the CUDA context and "
-        "the allocator's cache come on top; (5) the output stays in system memory (the GPU only ever holds "
-        "one tile). VAEDecode on ComfyUI >= 0.8 streams time inside the decoder and needs less than the "
-        "untiled column; its output still lands in one piece.",
-        "",
-    ]
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / "vae_decode.md"
-    path.write_text("\n".join(lines))
-    log.info("wrote %s\n%s", path, "\n".join(lines))
+        rows, vae = real_rows(TiledVAEDecodeNode)
+        profile_lines = profile(vae)
+        overhead_lines = overhead_4k(vae)
+        del vae
+        gc.collect()
+        rows += tiny_rows(TiledVAEDecodeNode, base)
+    plot(rows, RESULTS / "vae_decode.png")
+    write_report(rows, profile_lines, overhead_lines, comfy_runtime.comfyui_version())
 
 
 if __name__ == "__main__":

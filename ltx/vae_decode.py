@@ -118,17 +118,15 @@ class QualityPreset:
 
 
 QUALITY_PRESETS: tuple[QualityPreset, ...] = (
-    QualityPreset("exact", None, "context = the decoder's reach (LTX-2: 16 cells in space, 14 latent frames in "
-                  "time): tiled == untiled within fp32 rounding"),
-    QualityPreset("high", 8, "8 cells of context: 85 dB on the real-config LTX-2 decoder (random weights, one seam "
-                  "per 1536 px)"),
-    QualityPreset("balanced", 6, "6 cells of context: 63 dB on the real-config LTX-2 decoder (random weights, one "
-                  "seam per 1536 px)"),
-    QualityPreset("fast", 4, "4 cells of context: 46 dB on the real-config LTX-2 decoder (random weights, one seam "
-                  "per 1536 px)"),
-    QualityPreset("custom", -1, "context_cells latent cells of context in space and time"),
+    QualityPreset("exact", None, "context = the decoder's reach, read from its layers (LTX-2: 16 cells in space, "
+                  "14 latent frames in time): tiles equal the untiled decode up to float rounding"),
+    QualityPreset("high", 8, "8 cells of context: 85 dB"),
+    QualityPreset("balanced", 6, "6 cells of context: 62 dB"),
+    QualityPreset("fast", 4, "4 cells of context: 45 dB"),
+    QualityPreset("custom", -1, "context_cells cells of context in space and time"),
 )
-"""The node's quality choices, best first. Their dB are measured by bench/bench_vae_decode.py."""
+"""The node's quality choices, best first. Their dB: PSNR against the untiled decode of the real-configuration
+LTX-2 decoder with random weights, 640 x 128 px with one tile border across it (bench/bench_vae_decode.py)."""
 
 DEFAULT_QUALITY = "exact"
 

@@ -68,6 +68,19 @@ def test_the_ltxv_095_decoders_reach_is_22_cells_in_space_and_time(comfy):
     assert whole_frame_layers(decoder) == (), f"whole-frame layers {whole_frame_layers(decoder)}"
 
 
+@pytest.mark.slow
+def test_the_ltxv_095_decoders_measured_reach_across_width_is_its_counted_22_cells(comfy):
+    """LTX-Video 0.9.5+: timestep-conditioned (0.05, ComfyUI's decode timestep), reflect padding (a latent
+    two cells high). Only width is measured: its time axis would need a 49-latent-frame clip."""
+    from ltx_tdp.ltx.vae_reach import counted_reach, measured_reach
+
+    needs_ltx2_vae()
+    decoder = real_vae.real_video_vae(real_vae.ltxv_095_config(), seed=4).decoder
+    counted = counted_reach(decoder).space
+    measured = measured_reach(decoder, 128, WIDTH, 2 * 22 + 5, timestep=0.05)
+    assert measured == counted, f"measured {measured} over width, counted {counted}"
+
+
 def test_no_layer_of_the_ltx2_decoder_mixes_the_whole_frame(ltx2_decoder):
     from ltx_tdp.ltx.vae_reach import dependency_spans, whole_frame_layers
 

@@ -4,8 +4,8 @@
 
 On this 2-core CPU machine every rank gets one torch thread (rank 0 here, the worker via its --threads),
 so the ranks do not fight over the cores, and the 1-rank baseline also runs on one thread. Ranks talk over
-gloo on loopback, through the real launcher path: subprocess workers, NEW_MODEL broadcast, CALL broadcast,
-acks, one all_reduce. A model call is one `apply_model` through ComfyUI's wrapper chain, on a wider tiny
+gloo on loopback, through the real launcher path: subprocess workers, the model replica's broadcast, then
+per call the job's input broadcast, the store acks and one all_reduce. A model call is one `apply_model` through ComfyUI's wrapper chain, on a wider tiny
 LTXVModel (BENCH_MODEL) at a size where compute dominates.
 
 Reported: time per call (median), the speedup, the time rank 0 spends per phase (send inputs, its own
@@ -142,7 +142,7 @@ def main() -> int:
     finally:
         shutdown_all()
     err = (multi_out - single_out).abs().max().item()
-    n = stats["calls"]
+    n = stats["jobs"]
     phase = {k: stats.get(k, 0.0) / n for k in ("send", "tiles", "wait", "reduce")}
     reduce_bytes, send_bytes = stats["reduce_bytes"] / n, stats["send_bytes"] / n
     t1, t2 = statistics.median(single_times), statistics.median(multi_times)

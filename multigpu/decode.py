@@ -169,6 +169,11 @@ class Gather:
     plan: Any
     out: torch.Tensor
 
+    @property
+    def lead(self) -> tuple[int, ...]:
+        """The leading (untiled) axes of its tiles, e.g. (batch, channels)."""
+        return tuple(self.out.shape[: self.out.ndim - len(self.plan.shape)])
+
 
 class Receiver:
     """Rank 0's half of a gather: every worker tile, received in tile order and added into `gather.out`."""
@@ -176,7 +181,7 @@ class Receiver:
     def __init__(self, session: Any, gather: Gather, what: str):
         self.session, self.gather, self.what = session, gather, what
         self.remote = [t for t in gather.plan.tiles if t.index % session.world != 0]
-        self.lead = receiver_lead(gather)
+        self.lead = gather.lead
         self.next = 0
 
     def upto(self, tile: Any) -> None:
@@ -194,12 +199,6 @@ class Receiver:
             s.collective(self.what, lambda: dist.irecv(buffer, src=tile.index % s.world))
             out[(Ellipsis, *tile.slices)] += buffer.to(out.device)
             self.next += 1
-
-
-
-def receiver_lead(gather: Gather) -> tuple[int, ...]:
-    """The leading (untiled) axes of a gather's tiles, e.g. (batch, channels)."""
-    return tuple(gather.out.shape[: gather.out.ndim - len(gather.plan.shape)])
 
 
 def group_decode(group: Any, vae: Any, samples: Any, progress: Any = None, **settings: int) -> torch.Tensor:

@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from . import wire as W
-from .decode import Gather, Receiver, receiver_lead
+from .decode import Gather, Receiver
 from .launch import (check_versions, describe_exit, interface_of, listen_socket, resolve_ipv4, start_local_workers,
                      stop_processes, where, worker_config)
 from .replica import fill_bucket, patched_weights, plan_buckets, replica_key
@@ -174,7 +174,7 @@ class Session:
         fields = W.split_tensors(W.job_fields(sent), tensors)
         specs, nbytes = W.layout(tensors)
         clock, stats = time.perf_counter(), self.stats
-        tiles = (gather.plan, receiver_lead(gather)) if gather else None
+        tiles = (gather.plan, gather.lead) if gather else None
         seq = self.post(lambda s: W.JobMessage(s, kind, self.held[kind], type(sent), fields, specs, nbytes, tiles))
         what = f"during {'a tiled VAE decode' if gather else 'a model call'} (message {seq})"
         if nbytes:

@@ -5,8 +5,8 @@
 
 Writes bench/results/quality.md and bench/results/quality_*.png. The trained model is cached under
 $LTX_TDP_CACHE/quality/<config hash>/ (default ~/.cache/ltx-tdp/quality/): a second run skips training.
-The sweep's results are cached beside the model (keyed by the benchmark config), so the report can be
-rebuilt without refining again. Options: --train-only, --fresh (refine again), --smoke (the whole
+Each case's results are cached beside the model (keyed by the case and the benchmark settings), so the
+report is rebuilt, and a new case added, without refining the others again. Options: --train-only, --fresh (refine again), --smoke (the whole
 benchmark at minimum size, results to a temporary folder), --results DIR, --cache DIR.
 """
 
@@ -18,8 +18,6 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-
-import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
@@ -65,13 +63,8 @@ def main() -> None:
         return
     from ltx_tdp.bench.quality import report, sweep
 
-    stored = trained.checkpoint.parent / f"sweep_{cfg.key()}.pt"
-    if stored.is_file() and not args.smoke and not args.fresh:
-        log.info("sweep results from the cache: %s (--fresh to run it again)", stored)
-        results = torch.load(stored, weights_only=False)
-    else:
-        results = sweep.run(cfg, trained)
-        torch.save(results, stored)
+    store = None if args.smoke or args.fresh else trained.checkpoint.parent / "sweep"
+    results = sweep.run(cfg, trained, store=store)
     out = Path(tempfile.mkdtemp(prefix="ltx_tdp_quality_results_")) if args.smoke else args.results
     report.write(cfg, trained, results, out, comfy_runtime.comfyui_version())
     log.info("wrote %s", out / "quality.md")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -44,7 +45,8 @@ class Row:
 class Results:
     rows: list[Row] = field(default_factory=list)
     reference_seam: dict[Case, float] = field(default_factory=dict)
-    """The ground truth's own seam score at each case's tile borders (what "no seam" measures here)."""
+    """The ground truth's own seam score at each case's tile borders, mean over the videos (what "no seam"
+    measures on these videos)."""
     example: dict[str, torch.Tensor] = field(default_factory=dict)
     """The default case on video 0: "ground truth" and every method's output, (C, F, H, W)."""
 
@@ -59,16 +61,53 @@ def noise_for(video_seed: int, shape: torch.Size) -> torch.Tensor:
     return torch.randn(shape, generator=torch.Generator().manual_seed(video_seed + 7))
 
 
-def run(cfg: BenchConfig, trained: Trained, progress: bool = True) -> Results:
-    """Refine every case on `cfg.videos` videos with every method and measure each output."""
+@dataclass
+class CaseResult:
+    """What one case adds to Results; stored per case, so a new case does not refine the others again."""
+
+    rows: list[Row]
+    reference_seam: float
+    example: dict[str, torch.Tensor] | None
+
+
+def run(cfg: BenchConfig, trained: Trained, progress: bool = True, store: Path | None = None) -> Results:
+    """Refine every case on `cfg.videos` videos with every method and measure each output.
+
+    With `store`, each case's results are read from / written to `store` (keyed by `cfg.case_key`).
+    """
+    results = Results()
+    todo = []
+    for case in cfg.cases():
+        path = store / f"case_{cfg.case_key(case)}.pt" if store is not None else None
+        if path is not None and path.is_file():
+            _merge(results, case, torch.load(path, weights_only=False))
+        else:
+            todo.append(case)
+    if todo:
+        log.info("refining %d of %d cases (%d cached)", len(todo), len(cfg.cases()), len(cfg.cases()) - len(todo))
+        for case, part in _refine_cases(cfg, trained, todo, progress).items():
+            if store is not None:
+                store.mkdir(parents=True, exist_ok=True)
+                torch.save(part, store / f"case_{cfg.case_key(case)}.pt")
+            _merge(results, case, part)
+    return results
+
+
+def _merge(results: Results, case: Case, part: CaseResult) -> None:
+    results.rows.extend(part.rows)
+    results.reference_seam[case] = part.reference_seam
+    if part.example is not None:
+        results.example = part.example
+
+
+def _refine_cases(cfg: BenchConfig, trained: Trained, cases: list[Case], progress: bool) -> dict[Case, CaseResult]:
     import comfy.utils
     from tqdm import tqdm
 
     model = load_model(trained.checkpoint)
     refiner = Refiner(model, conditioning(cfg.train.model))
     n = cfg.cells
-    cases = cfg.cases()
-    results = Results()
+    parts = {case: CaseResult([], 0.0, None) for case in cases}
     saved_pbar = comfy.utils.PROGRESS_BAR_ENABLED
     comfy.utils.PROGRESS_BAR_ENABLED = False  # one bar over the whole sweep instead of one per sampling run
     bar = tqdm(total=cfg.videos * len(cases) * len(METHODS), desc="refines", disable=not progress)
@@ -79,11 +118,12 @@ def run(cfg: BenchConfig, trained: Trained, progress: bool = True) -> Results:
             noise = noise_for(seed, gt.shape)
             shared: dict[tuple, tuple[torch.Tensor, float | None]] = {}
             for case in cases:
+                part = parts[case]
                 case_borders = borders_of(n, case.tiles, case.overlap)
                 cut_borders = borders_of(n, case.tiles, 0)
                 band = band_mask((n, n), tuple(tuple(sorted(set(a) | set(b))) for a, b in zip(case_borders, cut_borders)),
                                  cfg.band)
-                results.reference_seam[case] = seam_score(gt, case_borders)
+                part.reference_seam += seam_score(gt, case_borders) / cfg.videos
                 outputs = {}
                 for method in METHODS:
                     key = {"full": ("full", case.sigmas), "no_overlap": ("no_overlap", case.tiles, case.sigmas)}.get(method)
@@ -99,7 +139,7 @@ def run(cfg: BenchConfig, trained: Trained, progress: bool = True) -> Results:
                 for method, (out, disagreement) in outputs.items():
                     if not torch.isfinite(out).all():
                         raise RuntimeError(f"{method} gave a non-finite output in case {case.label()}")
-                    results.rows.append(Row(
+                    part.rows.append(Row(
                         case=case, method=method, video=v,
                         psnr=psnr(out, gt), psnr_band=psnr(out, gt, band), psnr_interior=psnr(out, gt, ~band),
                         seam=seam_score(out, cut_borders if method == "no_overlap" else case_borders),
@@ -108,12 +148,12 @@ def run(cfg: BenchConfig, trained: Trained, progress: bool = True) -> Results:
                     ))
                 if v == 0 and case == cfg.default:
                     sigma = case.sigmas[0]
-                    results.example = {"ground truth": gt[0], "noisy input": ((1 - sigma) * gt + sigma * noise)[0],
-                                       **{m: o[0][0] for m, o in outputs.items()}}
+                    part.example = {"ground truth": gt[0], "noisy input": ((1 - sigma) * gt + sigma * noise)[0],
+                                    **{m: o[0][0] for m, o in outputs.items()}}
     finally:
         bar.close()
         comfy.utils.PROGRESS_BAR_ENABLED = saved_pbar
-    return results
+    return parts
 
 
 def mean_over_videos(rows: list[Row], case: Case, method: str, attr: str) -> float:

@@ -220,6 +220,7 @@ def _plt():
 
 
 def plot_loss(trained: Trained, path: Path) -> None:
+    """The loss of every training step and its running mean, log scale."""
     plt = _plt()
     losses = torch.tensor(trained.losses)
     k = max(1, min(50, len(losses) // 10))
@@ -294,6 +295,7 @@ def _draw_borders(ax, borders, n: int) -> None:
 
 
 def plot_sweeps(cfg: BenchConfig, results: Results, overlap_path: Path, sigma_path: Path, steps_path: Path) -> None:
+    """PSNR, border band PSNR and seam score of every method against overlap, first sigma and steps."""
     plt = _plt()
     groups = sweeps(cfg)
     for path, key, x_of, xlabel in ((overlap_path, "overlap", lambda c: c.overlap, "overlap (latent cells)"),

@@ -30,6 +30,7 @@ log = logging.getLogger("ltx_tdp.bench.quality")
 
 
 def default_cache() -> Path:
+    """$LTX_TDP_CACHE/quality (default ~/.cache/ltx-tdp/quality): outside the checkout."""
     return Path(os.environ.get("LTX_TDP_CACHE", Path.home() / ".cache" / "ltx-tdp")) / "quality"
 
 

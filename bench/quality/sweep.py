@@ -58,6 +58,7 @@ def borders_of(n: int, tiles: tuple[int, int], overlap: int) -> tuple[tuple[int,
 
 
 def noise_for(video_seed: int, shape: torch.Size) -> torch.Tensor:
+    """The one noise field of video `video_seed`, shared by every method and case."""
     return torch.randn(shape, generator=torch.Generator().manual_seed(video_seed + 7))
 
 

@@ -11,22 +11,19 @@ from ltx_tdp.bench.quality.methods import METHODS, Refiner
 from ltx_tdp.bench.quality.model import conditioning, load_model
 
 
-def _refiner(trained) -> Refiner:
-    return Refiner(load_model(trained.checkpoint), conditioning(SMOKE.train.model))
-
-
-def _video() -> tuple[torch.Tensor, torch.Tensor]:
+def _setup(trained) -> tuple[Refiner, torch.Tensor, torch.Tensor, tuple[float, ...]]:
+    """The trained MODEL as a Refiner, the smoke video at 2S, its noise field and the default sigmas."""
     n = SMOKE.cells
     gt = data.video(SMOKE.train.data, n, n, SMOKE.video_seed)[None]
-    return gt, sweep.noise_for(SMOKE.video_seed, gt.shape)
+    refiner = Refiner(load_model(trained.checkpoint), conditioning(SMOKE.train.model))
+    return refiner, gt, sweep.noise_for(SMOKE.video_seed, gt.shape), SMOKE.default.sigmas
 
 
 def test_every_method_refines_to_a_finite_latent_of_the_input_shape(comfy, smoke_trained):
-    refiner = _refiner(smoke_trained)
-    gt, noise = _video()
+    refiner, gt, noise, sigmas = _setup(smoke_trained)
     case = SMOKE.default
     for method in METHODS:
-        out, _ = refiner.refine(method, gt, noise, case.sigmas, case.tiles, case.overlap)
+        out, _ = refiner.refine(method, gt, noise, sigmas, case.tiles, case.overlap)
         assert out.shape == gt.shape, f"{method}: {tuple(out.shape)} != {tuple(gt.shape)}"
         assert torch.isfinite(out).all(), f"{method}: {int((~torch.isfinite(out)).sum())} non-finite values"
         change = float((out - gt).abs().mean())
@@ -34,9 +31,7 @@ def test_every_method_refines_to_a_finite_latent_of_the_input_shape(comfy, smoke
 
 
 def test_tdp_with_one_tile_equals_the_untiled_refine(comfy, smoke_trained):
-    refiner = _refiner(smoke_trained)
-    gt, noise = _video()
-    sigmas = SMOKE.default.sigmas
+    refiner, gt, noise, sigmas = _setup(smoke_trained)
     full, _ = refiner.refine("full", gt, noise, sigmas, (1, 1), 0)
     tdp, _ = refiner.refine("tdp", gt, noise, sigmas, (1, 1), 0)
     assert torch.equal(tdp, full), f"max difference {float((tdp - full).abs().max())}"
@@ -44,9 +39,7 @@ def test_tdp_with_one_tile_equals_the_untiled_refine(comfy, smoke_trained):
 
 def test_per_step_blend_without_overlap_equals_tiles_refined_alone(comfy, smoke_trained):
     """Without overlap every cell belongs to one tile and euler updates cell by cell: (b) at overlap 0 is (e)."""
-    refiner = _refiner(smoke_trained)
-    gt, noise = _video()
-    sigmas = SMOKE.default.sigmas
+    refiner, gt, noise, sigmas = _setup(smoke_trained)
     tdp, _ = refiner.refine("tdp", gt, noise, sigmas, (2, 2), 0)
     alone, drift = refiner.refine("no_overlap", gt, noise, sigmas, (2, 2), 0)
     diff = float((tdp - alone).abs().max())

@@ -115,6 +115,28 @@ def where(session: Any, r: int) -> str:
     return f"pid {pid} on {h.get('host', '?')}, {h.get('device', session.settings.devices[r])}"
 
 
+def diagnose(session: Any, exc: BaseException | None, missing: set[int]) -> list[str]:
+    """Which workers of `session` failed, in words: local ones that exited (given 2 s to be seen exiting
+    after a broken collective), else the silent ones (`missing` acks, or after a collective failed, a
+    stopped heartbeat), else the collective's own error."""
+    from .wire import silent_ranks
+
+    deadline = time.monotonic() + (2.0 if exc is not None else 0.0)
+    while time.monotonic() < deadline and all(p.poll() is None for p in session.procs.values()):
+        time.sleep(0.05)
+    exited = [f"rank {r} ({where(session, r)}) {describe_exit(p.poll())}" for r, p in sorted(session.procs.items())
+              if p.poll() is not None]
+    if exited:
+        return exited
+    try:
+        silent = silent_ranks(session.store, session.workers) if exc is not None else sorted(missing)
+    except Exception:  # the store itself is broken
+        silent = []
+    return [f"rank {r} ({where(session, r)}) stopped answering (no ack or heartbeat within the "
+            f"{session.settings.timeout_s:.0f} s timeout)" for r in silent] or [
+        f"a collective failed ({str(exc).splitlines()[0] if exc else '?'})"]
+
+
 def stop_processes(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
     """Close the pipes, wait up to `grace_s`, then SIGKILL each worker's process group. Leaves none behind."""
     for p in procs:

@@ -7,8 +7,8 @@ Invariants:
   reports an error or stays silent ends the session (workers killed, the process group destroyed, or
   aborted on NCCL) and raises TDPGroupError naming the rank; the next use starts a fresh session.
 * A death watcher thread per local worker wakes rank 0 at once when that process ends, so a killed
-  worker is named without waiting for the timeout. (No heartbeats: a silent worker is one whose ack is
-  missing when the timeout ends, as monitored_barrier would report it.)
+  worker is named without waiting for the timeout; a silent one is named when the timeout ends (its ack
+  is missing, as monitored_barrier would report it, or, in a collective, its heartbeat stopped).
 * An interrupt or error in rank 0's own tiles keeps the group in step: the workers skip their remaining
   tiles, the reduction still runs, then rank 0 raises.
 """
@@ -29,8 +29,8 @@ import torch.distributed as dist
 
 from . import wire as W
 from .decode import Gather, Receiver
-from .launch import (check_versions, describe_exit, interface_of, listen_socket, resolve_ipv4, start_local_workers,
-                     stop_processes, where, worker_config)
+from .launch import (check_versions, describe_exit, diagnose, interface_of, listen_socket, resolve_ipv4,
+                     start_local_workers, stop_processes, where, worker_config)
 from .replica import fill_bucket, patched_weights, plan_buckets, replica_key
 from .settings import RANK0_NCCL_ENV, GroupSettings, TDPGroupError, set_rank0_nccl_env
 
@@ -54,6 +54,7 @@ class Session:
         self._server: Any = None
         self.port, self._pg = settings.port, False
         self.env_at_init: dict[str, str | None] = {}
+        self.ended: str | None = None
         self.stats: collections.Counter[str] = collections.Counter()
         """Seconds per phase of jobs on rank 0: send, tiles, wait, reduce (and jobs, bytes)."""
 
@@ -254,22 +255,14 @@ class Session:
     def fail(self, what: str, exc: BaseException | None = None, missing: set[int] = frozenset(),
              detail: str | None = None) -> TDPGroupError:
         """End the session and return the error to raise, naming the rank(s) when they can be told."""
-        deadline = time.monotonic() + (2.0 if exc is not None else 0.0)  # a broken collective: its peer's exit
-        while time.monotonic() < deadline and all(p.poll() is None for p in self.procs.values()):
-            time.sleep(0.05)
-        problems = [detail] if detail else [
-            f"rank {r} ({where(self, r)}) {describe_exit(p.poll())}" for r, p in sorted(self.procs.items())
-            if p.poll() is not None]
-        if not problems:
-            problems = [f"rank {r} ({where(self, r)}) stopped answering: no ack within {self.settings.timeout_s:.0f} s"
-                        for r in sorted(missing)] or [f"a collective failed ({str(exc).splitlines()[0] if exc else '?'})"]
+        problems = [detail] if detail else diagnose(self, exc, missing)
         self.close(kill=True)
         return TDPGroupError(f"LTX TDP multi-GPU group failed {what}: {'; '.join(problems)}. The workers were "
                              "stopped; the next prompt starts a fresh group.")
 
     def close(self, kill: bool = False) -> None:
-        """End the session: workers told to exit (or killed), the process group destroyed (aborted on NCCL
-        after a fault, as a hung communicator would block its destruction), no process left."""
+        """End the session: workers told to exit (or killed), the process group destroyed (aborted after a
+        fault), no process left."""
         with self.lock:
             if self.closed:
                 return
@@ -281,14 +274,14 @@ class Session:
                     self.store.wait([f"done/{seq}"], datetime.timedelta(seconds=5))
             except Exception:
                 pass
-        if self._pg:
+        if self._pg:  # after a fault, abort: destroying waits on communicators a dead or hung peer may hold
+            self.ended = "aborted" if kill else "destroyed"
             try:
-                if kill and self.settings.backend == "nccl":
-                    dist.distributed_c10d._abort_process_group()
-                else:
-                    dist.destroy_process_group()
+                (dist.distributed_c10d._abort_process_group if kill else dist.destroy_process_group)()
             except Exception as e:
                 log.debug("LTX TDP: ending the process group: %s", e)
+                if dist.is_initialized():
+                    dist.destroy_process_group()
             self._pg = False
         stop_processes(list(self.procs.values()), grace_s=0.5 if kill else 5.0)
         self.store = self._server = None

@@ -9,6 +9,7 @@ Control plane, keys of the group's TCPStore under `ltx_tdp/` (values are pickles
     acks/<seq>       r -> 0    TCPStore.add counter of the acks; the worker that brings it to world-1 sets
     done/<seq>       r -> 0    ... this key, which rank 0 waits for with TCPStore.wait and the group timeout
     stop/<seq>       0 -> all  interrupt or rank-0 error: skip the remaining tiles of job seq
+    hb/<r>           r -> 0    heartbeat counter (TCPStore.add every HEARTBEAT_S, from a thread of the worker)
 
 An idle worker waits for the next message with TCPStore.wait, never inside a collective. Data plane
 (torch.distributed, only right after a message names it): a ReplicaMessage is followed by one broadcast
@@ -32,6 +33,9 @@ import torch
 PREFIX = "ltx_tdp"
 STARTUP_MIN_S = 60.0
 """Workers get at least this long to start (importing torch and ComfyUI takes seconds on a busy machine)."""
+HEARTBEAT_S = 0.5
+"""Heartbeats exist for one question only: which worker stalled when a collective timed out. The collective
+cannot say (every peer is in it); a SIGSTOPped or frozen process stops its heartbeat thread too."""
 ALIGN = 16
 """Byte alignment of every tensor inside a packed buffer (so `.view(dtype)` needs no copy)."""
 WORKER_PACKAGE = "ltx_tdp"
@@ -112,6 +116,15 @@ class ShutdownMessage:
 
 
 Message = ReplicaMessage | JobMessage | ShutdownMessage
+
+
+def silent_ranks(store: Any, ranks: list[int]) -> list[int]:
+    """The ranks whose heartbeat does not move within 2.5 heartbeats (blocks that long)."""
+    import time
+
+    before = [store.add(f"hb/{r}", 0) for r in ranks]
+    time.sleep(2.5 * HEARTBEAT_S)
+    return [r for r, b in zip(ranks, before) if store.add(f"hb/{r}", 0) == b]
 
 
 def dumps(obj: Any) -> bytes:

@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from typing import Any
 
 import torch
@@ -92,12 +93,25 @@ class Worker:
             torch.set_num_threads(a.threads)
         hello = {"rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(), "device": str(self.device),
                  "comfy_version": version, "torch_version": torch.__version__}
+        threading.Thread(target=self._heartbeat, args=(client,), name="ltx-tdp-heartbeat", daemon=True).start()
         self.store.set(f"hello/{self.rank}", W.dumps(hello))
         # rank 0 says go once every worker is ready (slow starters must not time out the fast ones)
         self.store.wait(["start"], datetime.timedelta(seconds=max(a.timeout, W.STARTUP_MIN_S)))
         dist.init_process_group(self.config.backend, store=dist.PrefixStore("pg", client), rank=self.rank,
                                 world_size=self.world, timeout=datetime.timedelta(seconds=self.config.timeout_s))
         log.info("rank %d/%d ready on %s (%s)", self.rank, self.world, self.device, self.config.backend)
+
+    def _heartbeat(self, client: Any) -> None:
+        """Bump hb/<rank> every HEARTBEAT_S (see wire.HEARTBEAT_S for the one reason), on its own connection."""
+        a = self.args
+        try:
+            store = dist.PrefixStore(W.PREFIX, dist.TCPStore(a.master_addr, a.master_port, None, False,
+                                                             timeout=self.timeout))
+            while True:
+                store.add(f"hb/{self.rank}", 1)
+                time.sleep(W.HEARTBEAT_S)
+        except Exception:  # rank 0 is gone: the main thread finds out on its own
+            return
 
     def serve(self) -> int:
         seq = 1

@@ -129,6 +129,11 @@ def write(cfg: BenchConfig, trained: Trained, results: Results, out: Path, comfy
         "",
         "Picture: `quality_grid.png`.",
     ]
+    if results.example:
+        ex = results.example
+        diffs = ", ".join(f"{LABELS[m]} {float((ex[m] - ex['tdp']).abs().max()):.2e}"
+                          for m in METHODS if m != "tdp")
+        lines += ["", f"Largest |difference| from (b) on video 0 of this case: {diffs}."]
     for name, cases in sweeps(cfg).items():
         value = {"overlap": lambda c: c.overlap, "tiling": lambda c: f"{c.tiles[0]}x{c.tiles[1]}",
                  "first sigma": lambda c: f"{c.first_sigma:g}", "steps": lambda c: c.steps}[name]

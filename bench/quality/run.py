@@ -13,8 +13,10 @@ benchmark at minimum size, results to a temporary folder), --results DIR, --cach
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -48,8 +50,9 @@ def main() -> None:
     if comfy_dir is None:
         raise SystemExit("no ComfyUI tree: run through `source scripts/env.sh` (see the docstring)")
     cache = args.cache
-    if args.smoke:
+    if args.smoke:  # a fresh cache, removed at the end; the results stay in a temporary folder to look at
         cache = Path(tempfile.mkdtemp(prefix="ltx_tdp_quality_"))
+        atexit.register(shutil.rmtree, cache, True)
     comfy_runtime.start(comfy_dir, cache / "comfy_base")
     comfy_runtime.quiet()
     logging.getLogger("ltx_tdp.bench.quality").setLevel(logging.INFO)

@@ -37,6 +37,16 @@ def test_tdp_with_one_tile_equals_the_untiled_refine(comfy, smoke_trained):
     assert torch.equal(tdp, full), f"max difference {float((tdp - full).abs().max())}"
 
 
+def test_shifting_a_spatial_tile_s_positions_does_not_change_its_output(comfy, smoke_trained):
+    """LTX's RoPE makes attention depend on position differences only: normalised and global positions
+    give the same refine up to fp32 rounding (the quality benchmark's (b) and (c))."""
+    refiner, gt, noise, sigmas = _setup(smoke_trained)
+    normalised, _ = refiner.refine("tdp", gt, noise, sigmas, (2, 2), 2)
+    global_positions, _ = refiner.refine("tdp_global_pos", gt, noise, sigmas, (2, 2), 2)
+    diff = float((normalised - global_positions).abs().max())
+    assert diff < 1e-4, f"normalised and global positions differ by {diff:.3e}"
+
+
 def test_per_step_blend_without_overlap_equals_tiles_refined_alone(comfy, smoke_trained):
     """Without overlap every cell belongs to one tile and euler updates cell by cell: (b) at overlap 0 is (e)."""
     refiner, gt, noise, sigmas = _setup(smoke_trained)

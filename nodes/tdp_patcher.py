@@ -26,8 +26,10 @@ class TDPModelPatcherNode(io.ComfyNode):
                 TILING.Input("tiling", tooltip="Tile counts and overlaps (LTX TDP Tile Config). Checked against "
                              "the actual latent when sampling starts."),
                 io.Boolean.Input("normalize_positions", default=True,
-                                 tooltip="Give every tile positions that start at zero, as the model saw in "
-                                 "training (recommended). Off: tiles keep their positions in the full frame."),
+                                 tooltip="Give every tile positions that start at zero, as upstream LTX-2 TDP does "
+                                 "(recommended). For spatial tiles the result is the same either way within 2e-5 (LTX's "
+                                 "rotary positions depend on position differences within a tile). Off: tiles keep "
+                                 "their positions in the full frame."),
                 io.Combo.Input("audio_mode", options=list(AUDIO_MODES), default=AUDIO_HELD,
                                tooltip="LTX-2 audio is not tiled. held (recommended): for the whole stage the "
                                "stage-1 audio is clean conditioning (its timestep is 0, every tile sees it) and it "

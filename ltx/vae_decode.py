@@ -5,6 +5,11 @@ its pixels need plus a context margin, is cropped back to its pixels and blended
 `tiling.blend_tiles` (windows that sum to exactly one; fp32; no division). Peak memory is one tile's
 decode plus the output, which is allocated once on the CPU; nothing full-size goes to the GPU.
 
+With a context of at least the decoder's reach (`decoder_reach`, the "exact" quality preset) a tile's
+crop equals the untiled decode up to float rounding: LTX decoders have no layer that mixes the whole
+frame (`ltx.vae_reach`). The node picks the context through `QUALITY_PRESETS`; `decode_tiled`'s own
+keyword defaults (context 1) are those of direct callers and multi-GPU messages, not the node's.
+
 Timestep-conditioned LTX VAEs add decode noise (`randn * s + (1 - s) * latent`) inside
 `VideoVAE.decode`, unseeded, so two tiles would see different noise in their overlap. Here the noise is
 drawn once for the whole latent from a seeded generator, sliced per tile, and the decoder is called
@@ -34,7 +39,8 @@ ProgressCallback = Callable[[int, int], None]
 """progress(done, total): called after each tile this rank decodes."""
 
 DEFAULT_SPATIAL_CONTEXT = 1
-"""Extra latent cells (32 px each) every tile decodes beyond its pixels on each side of height and width."""
+"""Extra latent cells (32 px each) every tile decodes beyond its pixels on each side of height and width,
+when a caller names no context (the node's `context_cells` default for the "custom" quality)."""
 
 DEFAULT_TEMPORAL_CONTEXT = 1
 """Extra latent frames (8 frames each) every tile decodes beyond its frames, before and after."""

@@ -1,8 +1,8 @@
 """The tiled VAE decode over a group: the VAE's replica recipe and the decode job.
 
 A ComfyUI VAE (`comfy.sd.VAE`) holds lambdas and ComfyUI 0.3.x's `VideoVAE` does not keep its config, so
-the recipe is the module's structure (its class and `config` where it keeps one, else the module pickled
-with every weight replaced by a placeholder) plus a `VaeSpec`, the few plain attributes the decode reads.
+the recipe is the module itself, pickled with every weight replaced by a placeholder (shape and dtype),
+plus a `VaeSpec`, the few plain attributes the decode reads.
 A worker wraps the rebuilt module in `VaeReplica`, which offers exactly what `ltx.vae_decode` uses.
 
 Memory: only rank 0 holds the frames. A worker decodes one tile at a time and sends it, window-weighted,
@@ -12,7 +12,6 @@ received tile into its output as its own loop reaches it.
 
 from __future__ import annotations
 
-import inspect
 import io
 import math
 import pickle
@@ -73,7 +72,7 @@ class _StructureUnpickler(pickle.Unpickler):
 
 @dataclass(frozen=True)
 class VaeRecipe:
-    """A VAE without its weights: ("config", class, config) or ("module", module with placeholders), and its spec."""
+    """A VAE without its weights (its module pickled with placeholders for the weights), and its spec."""
 
     structure: bytes
     spec: VaeSpec
@@ -88,34 +87,19 @@ class VaeRecipe:
         spec = VaeSpec(vae_scales(vae), channels, int(getattr(vae, "output_channels", 3)), vae.vae_dtype,
                        float(vae.memory_used_decode((1, channels, 1, 1, 1), vae.vae_dtype)),
                        bool(getattr(vae, "disable_offload", False)))
-        config = getattr(module, "config", None)
-        try:
-            takes_config = "config" in inspect.signature(type(module)).parameters
-        except (TypeError, ValueError):
-            takes_config = False
-        payload = ("config", type(module), config) if isinstance(config, dict) and takes_config else ("module", module)
         out = io.BytesIO()
         try:
-            _StructurePickler(out, {id(t) for t in module.state_dict(keep_vars=True).values()}).dump(payload)
+            _StructurePickler(out, {id(t) for t in module.state_dict(keep_vars=True).values()}).dump(module)
         except Exception as e:
             raise TDPGroupError(f"LTX TDP: this VAE ({type(module).__name__}) cannot be sent to the worker ranks: "
                                 f"{e}; disconnect tdp_group from the tiled VAE decode to decode on this machine") from e
         return cls(out.getvalue(), spec)
 
     def build(self, device: torch.device, source_package: str) -> tuple[torch.nn.Module, torch.device]:
-        """The module with meta weights (cast to the VAE's dtype first, as ComfyUI casts a VAE before loading
-        its weights) and ComfyUI's VAE offload device, where its weights wait between decodes."""
+        """The module with meta weights, and ComfyUI's VAE offload device, where its weights wait between decodes."""
         import comfy.model_management as mm
 
-        payload = _StructureUnpickler(io.BytesIO(self.structure)).load()
-        if payload[0] == "config":
-            module = payload[1](config=payload[2]).to(self.spec.dtype)
-            archive = getattr(mm, "archive_model_dtypes", None)  # current ComfyUI records the dtypes here too
-            if archive is not None:
-                archive(module)
-        else:
-            module = payload[1]
-        return module.eval(), mm.vae_offload_device()
+        return _StructureUnpickler(io.BytesIO(self.structure)).load().eval(), mm.vae_offload_device()
 
     def wrap(self, module: torch.nn.Module, device: torch.device) -> "VaeReplica":
         return VaeReplica(module, self.spec, device)

@@ -115,8 +115,6 @@ class ShutdownMessage:
     seq: int
 
 
-Message = ReplicaMessage | JobMessage | ShutdownMessage
-
 
 def silent_ranks(store: Any, ranks: list[int]) -> list[int]:
     """The ranks whose heartbeat does not move within 2.5 heartbeats (blocks that long)."""

@@ -63,13 +63,9 @@ def _import_comfy(config: W.WorkerConfig, device: torch.device) -> str:
         torch.cuda.set_device(device)
     import comfy.model_base  # noqa: F401
     import comfy.model_management  # noqa: F401
+    import comfyui_version
 
-    try:
-        import comfyui_version
-
-        return comfyui_version.__version__
-    except ImportError:
-        return "unknown"
+    return comfyui_version.__version__
 
 
 class Worker:

@@ -1,0 +1,60 @@
+"""A worker's own error reaches rank 0: the call fails with the worker's error text and its rank named, no
+collective is left waiting, and rank 0 serves the next prompt on a fresh group."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from support.ltx_helpers import call_model, tiling
+from support.paths import PACK_ROOT
+from support.server import free_port
+
+pytestmark = pytest.mark.distributed
+
+LAYOUT = dict(height=(2, 2), width=(2, 2))
+
+
+def _tdp(model, group=None):
+    from ltx_tdp.ltx.model_call import TDPSettings
+    from ltx_tdp.ltx.patch import apply_tdp
+
+    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
+
+
+def test_a_workers_error_text_reaches_rank_0_with_its_rank_named(comfy, comfy_dir, ltxv, group_factory):
+    from ltx_tdp.multigpu.settings import TDPGroupError
+
+    sys.path.insert(0, str(PACK_ROOT / "tests" / "multigpu"))
+    from faulty_worker import MESSAGE
+
+    port, timeout_s = free_port(), 30
+    worker = subprocess.Popen([sys.executable, str(PACK_ROOT / "tests" / "multigpu" / "faulty_worker.py"),
+                               "--comfyui-dir", str(comfy_dir), "--rank", "1", "--world-size", "2", "--master-addr",
+                               "127.0.0.1", "--master-port", str(port), "--device", "cpu", "--timeout",
+                               str(timeout_s)], start_new_session=True)
+    try:
+        group = group_factory(2, timeout_s=timeout_s, external_workers=True, port=port, address="127.0.0.1")
+        x = torch.randn(1, 128, 2, 8, 10, generator=torch.Generator().manual_seed(7))
+        start = time.monotonic()
+        with pytest.raises(TDPGroupError) as failure:
+            call_model(_tdp(ltxv, group), x, 0.6)
+        took = time.monotonic() - start
+        message = str(failure.value)
+        assert "rank 1" in message and MESSAGE in message, message
+        assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s} s + 10 s)"
+        code = worker.wait(timeout=30)
+        assert code is not None, "the failed worker kept running after rank 0 ended the group"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        sys.path.remove(str(PACK_ROOT / "tests" / "multigpu"))
+    single = call_model(_tdp(ltxv), x, 0.6)
+    again = call_model(_tdp(ltxv, group_factory(2, timeout_s=timeout_s)), x, 0.6)
+    err = (again - single).abs().max().item()
+    assert err <= 1e-6, f"the next call on a fresh 2-rank group differs from single-process by {err:.3e}"

@@ -85,8 +85,8 @@ class Session:
 
     def _wake(self, rank: int) -> None:
         """Local worker `rank` ended (launch's death watcher): wake rank 0 from whatever it waits for."""
-        if self.closed:
-            return
+        if self.closed or (not self.starting and self.pending is None):
+            return  # between messages: the next wait_acks sees the exit itself
         try:
             store = dist.PrefixStore(W.PREFIX, dist.TCPStore(resolve_ipv4(self.settings.address), self.port, None,
                                                              False, timeout=datetime.timedelta(seconds=5)))

@@ -33,12 +33,31 @@ LTX2_VAE_CONFIG = {
 ComfyUI's VAE loader passes to VideoVAE (comfy/sd.py: `json.loads(metadata["config"])["vae"]`)."""
 
 
-def ltxv_095_config() -> dict:
-    """LTX-Video 0.9.5+'s VAE config as ComfyUI builds it for such a file without metadata (VideoVAE version 2:
-    1024 channels in the first decoder block and an encoder with residual downsamplers)."""
-    from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
+LTXV_095_VAE_CONFIG = {
+    "_class_name": "CausalVideoAutoencoder", "dims": 3, "in_channels": 3, "out_channels": 3, "latent_channels": 128,
+    "encoder_blocks": [["res_x", {"num_layers": 4}], ["compress_space_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 6}], ["compress_time_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 6}], ["compress_all_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 2}], ["compress_all_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 2}]],
+    "decoder_blocks": [["res_x", {"num_layers": 5, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 5, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 5, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 5, "inject_noise": False}]],
+    "scaling_factor": 1.0, "norm_layer": "pixel_norm", "patch_size": 4, "latent_log_var": "uniform",
+    "use_quant_conv": False, "causal_decoder": False, "timestep_conditioning": True,
+}
+"""LTX-Video 0.9.5+'s VAE config as ComfyUI builds it for such a file without metadata (its VideoVAE
+"version 2": 1024 channels in the first decoder block, an encoder with residual downsamplers,
+timestep-conditioned; no padding mode given, so the decoder pads space by reflection)."""
 
-    return VideoVAE.get_default_config(None, 2)
+
+def ltxv_095_config() -> dict:
+    """A copy of LTXV_095_VAE_CONFIG."""
+    return json.loads(json.dumps(LTXV_095_VAE_CONFIG))
 
 
 def randomise(module: torch.nn.Module, seed: int) -> torch.nn.Module:

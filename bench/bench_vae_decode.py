@@ -254,7 +254,7 @@ def plot(rows: list[Row], path: Path) -> None:
     ax.set_ylabel(f"PSNR vs untiled (dB; {cap:.0f} = identical)")
     ax.set_title(f"Real-config LTX-2 decoder, random weights: {REAL_LATENT[2] * 32} x {REAL_LATENT[1] * 32} x "
                  f"{8 * REAL_LATENT[0] - 7} frames")
-    ax.legend(fontsize=8, loc="center right")
+    ax.legend(fontsize=8, loc="upper center")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

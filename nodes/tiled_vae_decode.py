@@ -61,9 +61,9 @@ class TiledVAEDecodeNode(io.ComfyNode):
                              "equals the untiled decode."),
                 TDP_GROUP.Input("tdp_group", optional=True,
                                 tooltip="Optional: a multi-GPU group from the LTX TDP launcher. The tiles go "
-                                "round-robin to its GPUs (the VAE is sent to them the first time) and the frames "
-                                "are summed on this machine: the same result as decoding here alone. Every rank "
-                                "needs system memory for the whole clip's frames."),
+                                "round-robin to its GPUs (the VAE is sent to them the first time); each worker sends "
+                                "its tiles' pixels here, so only this machine holds the clip's frames. The same "
+                                "result as decoding here alone."),
                 io.Combo.Input("quality", options=[p.name for p in QUALITY_PRESETS], default=DEFAULT_QUALITY,
                                optional=True, tooltip=QUALITY_TOOLTIP),
             ],

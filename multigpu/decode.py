@@ -1,13 +1,8 @@
 """The tiled VAE decode over a group: the VAE's replica recipe and the decode job.
 
-A ComfyUI VAE (`comfy.sd.VAE`) holds lambdas and ComfyUI 0.3.x's `VideoVAE` does not keep its config, so
-the recipe is the module itself, pickled with every weight replaced by a placeholder (shape and dtype),
-plus a `VaeSpec`, the few plain attributes the decode reads.
-A worker wraps the rebuilt module in `VaeReplica`, which offers exactly what `ltx.vae_decode` uses.
-
-Memory: only rank 0 holds the frames. A worker decodes one tile at a time and sends it, window-weighted,
-to rank 0 (the group's gather), so its peak is one tile's decode plus the tile in flight; rank 0 adds each
-received tile into its output as its own loop reaches it.
+A ComfyUI VAE holds lambdas and ComfyUI 0.3.x's `VideoVAE` does not keep its config, so the recipe is the
+module pickled with placeholders for its weights, plus a `VaeSpec` (the plain attributes the decode reads).
+Only rank 0 holds the frames: a worker sends each tile, window-weighted, to rank 0 (README, "Multi-GPU").
 """
 
 from __future__ import annotations
@@ -21,8 +16,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..ltx.vae_decode import DECODE_SETTINGS, TiledDecode, prepare_decode, vae_scales, video_latent
-from ..tiling import Tile, blend_tiles
+from ..ltx.vae_decode import TiledDecode, prepare_decode, vae_scales, video_latent
+from ..tiling import Tile, blend_tiles, owner_of
 from ..tiling.seam import BeforeTile
 from ..tiling.vae_axes import AxisScale
 from .settings import TDPGroupError
@@ -152,37 +147,24 @@ class Gather:
     job: Any
     plan: Any
     out: torch.Tensor
+    received: int = 0
+    """Rank 0 has received every worker tile with a lower index."""
 
     @property
     def lead(self) -> tuple[int, ...]:
         """The leading (untiled) axes of its tiles, e.g. (batch, channels)."""
         return tuple(self.out.shape[: self.out.ndim - len(self.plan.shape)])
 
-
-class Receiver:
-    """Rank 0's half of a gather: every worker tile, received in tile order and added into `gather.out`."""
-
-    def __init__(self, session: Any, gather: Gather, what: str):
-        self.session, self.gather, self.what = session, gather, what
-        self.remote = [t for t in gather.plan.tiles if t.index % session.world != 0]
-        self.lead = gather.lead
-        self.next = 0
-
-    def upto(self, tile: Any) -> None:
-        """Before rank 0's tile `tile`: take the worker tiles enumerated before it (they are ready by now)."""
-        self._take(tile.index)
-
-    def rest(self) -> None:
-        self._take(len(self.gather.plan.tiles))
-
-    def _take(self, before: int) -> None:
-        s, out = self.session, self.gather.out
-        while self.next < len(self.remote) and self.remote[self.next].index < before:
-            tile = self.remote[self.next]
-            buffer = torch.empty((*self.lead, *tile.shape), dtype=torch.float32, device=s.comm_device)
-            s.collective(self.what, lambda: dist.irecv(buffer, src=tile.index % s.world))
-            out[(Ellipsis, *tile.slices)] += buffer.to(out.device)
-            self.next += 1
+    def receive(self, session: Any, what: str, before: int) -> None:
+        """Rank 0: receive the worker tiles with an index below `before`, in tile order, into `out`. Called
+        before rank 0's own tile `before`: the workers' tiles enumerated before it are ready by then."""
+        for tile in self.plan.tiles[self.received:before]:
+            src = owner_of(tile.index, session.world)
+            if src:
+                buffer = torch.empty((*self.lead, *tile.shape), dtype=torch.float32, device=session.comm_device)
+                session.collective(what, lambda: dist.irecv(buffer, src=src))
+                self.out[(Ellipsis, *tile.slices)] += buffer.to(self.out.device)
+            self.received = tile.index + 1
 
 
 def group_decode(group: Any, vae: Any, samples: Any, progress: Any = None, **settings: int) -> torch.Tensor:
@@ -190,10 +172,7 @@ def group_decode(group: Any, vae: Any, samples: Any, progress: Any = None, **set
     (batch, frames, height, width, channels) fp32 CPU frames, held by rank 0 only."""
     import comfy.model_management as mm
 
-    unknown = sorted(set(settings) - set(DECODE_SETTINGS))
-    if unknown:
-        raise TypeError(f"unknown decode settings {', '.join(unknown)}; expected some of {', '.join(DECODE_SETTINGS)}")
-    decode = prepare_decode(vae, samples, **settings)  # refuses a bad layout before anything is posted
+    decode = prepare_decode(vae, samples, **settings)  # refuses bad settings or a bad layout before anything is posted
     plan = decode.plan.pixels
     images = torch.zeros(decode.output_shape, dtype=torch.float32)
     out = images.permute(0, 4, 1, 2, 3)  # blend over trailing (frames, height, width); channels-last result
@@ -217,7 +196,7 @@ def group_decode(group: Any, vae: Any, samples: Any, progress: Any = None, **set
         return out
 
     with torch.inference_mode():
-        group.seam("vae", vae.patcher, lambda: VaeRecipe.of(vae)).reduce(job, partial)
+        group.seam("vae", lambda: vae.patcher, lambda _patcher: VaeRecipe.of(vae)).reduce(job, partial)
     mm.throw_exception_if_processing_interrupted()
     if progress is not None:
         progress(len(plan.tiles), len(plan.tiles))

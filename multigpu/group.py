@@ -1,10 +1,8 @@
-"""The TDP_GROUP value and the registry of groups.
+"""The TDP_GROUP value and the registry of groups (one per distinct settings).
 
-A `TDPGroup` is a handle on settings; its live `Session` (worker processes + process group) is started on
-demand and restarted after a failure, so a MODEL patched in an earlier prompt keeps working. Groups are
-shared while their settings are equal. torch.distributed allows one default group per process, so at
-most one session is alive at a time: starting another shuts the previous one down. Every session ends
-at interpreter exit (atexit); workers also end on their own when this process ends however it ends.
+A `TDPGroup` is a handle on settings; its live `Session` is started on demand and restarted after a
+failure. At most one session is alive per process (torch.distributed has one default group): starting
+another shuts the previous one down. Every session ends at interpreter exit (atexit).
 """
 
 from __future__ import annotations
@@ -55,16 +53,19 @@ class TDPGroup:
             _live = self
             return self._session
 
-    def seam(self, kind: str, patcher: Any, make_recipe: Callable[[], Any]) -> TileGroup:
+    def seam(self, kind: str, patcher: Callable[[], Any], make_recipe: Callable[[Any], Any]) -> TileGroup:
         """The tile loop's group for one job: LOCAL with one rank, else the live session, whose workers run
-        the job on their `kind` replica of `patcher` (sent, built by `make_recipe()`, when it changed)."""
-        if self.rank_count == 1:
-            return LOCAL
-        return _Bound(self, kind, patcher, make_recipe)
+        the job on their `kind` replica of `patcher()` (sent, built by `make_recipe(patcher())`, when it changed)."""
+        return LOCAL if self.rank_count == 1 else _Bound(self, kind, patcher, make_recipe)
 
-    def model_runner(self, model_patcher: Any) -> "ModelRunner":
-        """The TileRunner of a TDP-patched MODEL (see ltx.patch.apply_tdp)."""
-        return ModelRunner(self, model_patcher)
+    def model_runner(self, model_patcher: Any) -> TileGroup:
+        """The TileRunner of a TDP-patched MODEL (see ltx.patch.apply_tdp). The weights sent are those of the
+        patcher ComfyUI samples with (`model.current_patcher`, a clone that may carry LoRAs added after the
+        TDP patcher), else `model_patcher`."""
+        from .replica import ModelRecipe
+
+        return self.seam("model", lambda: getattr(model_patcher.model, "current_patcher", None) or model_patcher,
+                         ModelRecipe.of)
 
     def decode(self, vae: Any, samples: Any, progress: Any = None, **settings: int) -> Any:
         """Tiled VAE decode with the tiles spread over the ranks: `ltx.vae_decode.decode_tiled`'s settings
@@ -86,26 +87,11 @@ class TDPGroup:
 class _Bound:
     """A TileGroup: one job's reduce on the group's live session (started, or restarted, here)."""
 
-    def __init__(self, group: TDPGroup, kind: str, patcher: Any, make_recipe: Callable[[], Any]):
+    def __init__(self, group: TDPGroup, kind: str, patcher: Callable[[], Any], make_recipe: Callable[[Any], Any]):
         self.group, self.kind, self.patcher, self.make_recipe = group, kind, patcher, make_recipe
 
     def reduce(self, job: Any, partial: Any) -> Any:
-        return self.group.session().reduce(self.kind, self.patcher, self.make_recipe, job, partial)
-
-
-class ModelRunner:
-    """The TileRunner of one TDP-patched MODEL. The weights sent are those of the patcher ComfyUI samples
-    with (`model.current_patcher`, a clone that may carry LoRAs added after the TDP patcher), else the
-    patcher the runner was made for."""
-
-    def __init__(self, group: TDPGroup, model_patcher: Any):
-        self.group, self.model_patcher = group, model_patcher
-
-    def reduce(self, job: Any, partial: Any) -> Any:
-        from .replica import ModelRecipe
-
-        active = getattr(self.model_patcher.model, "current_patcher", None) or self.model_patcher
-        return self.group.seam("model", active, lambda: ModelRecipe.of(active)).reduce(job, partial)
+        return self.group.session().reduce(self.kind, self.patcher(), self.make_recipe, job, partial)
 
 
 def get_group(settings: GroupSettings) -> TDPGroup:

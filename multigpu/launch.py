@@ -1,8 +1,7 @@
-"""Starting and ending worker processes, and binding sockets to the configured address only.
+"""Starting, diagnosing and ending worker processes, and binding sockets to the configured address only.
 
-Local workers are plain subprocesses (`python <pack>/multigpu/worker_main.py ...`), each in its own session
-(process group), never multiprocessing children of ComfyUI's main. Each holds the read end of a pipe from
-rank 0 on its stdin: when rank 0 ends, however it ends, the pipe closes and the worker exits.
+Local workers are `worker_main.py` subprocesses, each in its own process group, holding the read end of a
+pipe from rank 0 on stdin: when rank 0 ends, however it ends, the pipe closes and the worker exits.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any
 import torch
 
 from .settings import GroupSettings, TDPGroupError
-from .wire import WorkerConfig
+from .wire import HEARTBEAT_S, WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +118,6 @@ def diagnose(session: Any, exc: BaseException | None, missing: set[int]) -> list
     """Which workers of `session` failed, in words: local ones that exited (given 2 s to be seen exiting
     after a broken collective), else the silent ones (`missing` acks, or after a collective failed, a
     stopped heartbeat), else the collective's own error."""
-    from .wire import silent_ranks
-
     deadline = time.monotonic() + (2.0 if exc is not None else 0.0)
     while time.monotonic() < deadline and all(p.poll() is None for p in session.procs.values()):
         time.sleep(0.05)
@@ -129,12 +126,19 @@ def diagnose(session: Any, exc: BaseException | None, missing: set[int]) -> list
     if exited:
         return exited
     try:
-        silent = silent_ranks(session.store, session.workers) if exc is not None else sorted(missing)
+        silent = _silent_ranks(session.store, session.workers) if exc is not None else sorted(missing)
     except Exception:  # the store itself is broken
         silent = []
     return [f"rank {r} ({where(session, r)}) stopped answering (no ack or heartbeat within the "
             f"{session.settings.timeout_s:.0f} s timeout)" for r in silent] or [
         f"a collective failed ({str(exc).splitlines()[0] if exc else '?'})"]
+
+
+def _silent_ranks(store: Any, ranks: list[int]) -> list[int]:
+    """The ranks whose heartbeat does not move within 2.5 heartbeats (blocks that long)."""
+    before = [store.add(f"hb/{r}", 0) for r in ranks]
+    time.sleep(2.5 * HEARTBEAT_S)
+    return [r for r, b in zip(ranks, before) if store.add(f"hb/{r}", 0) == b]
 
 
 def stop_processes(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:

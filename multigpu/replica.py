@@ -1,9 +1,7 @@
 """Replicas: one way to give every worker a copy of a model or a VAE exactly as rank 0 computes with it.
 
-A replica travels as a recipe (how a worker builds the empty module with ComfyUI's own classes: a model's
-construction config, or a VAE's structure, see multigpu.decode) plus the weights as ComfyUI patched them
-(LoRAs included), in broadcast buckets. No worker loads a file. It is sent again only when `replica_key`
-changes; a worker holds the last model and the last VAE it received.
+A replica travels as a recipe (the empty module, built with ComfyUI's own classes) plus the weights as
+ComfyUI patched them, in broadcast buckets; it is sent again only when `replica_key` changes.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Rank 0's side of a live group: start it, keep the replicas current, run jobs, find faults, tear down.
 
-Invariants:
-* At most one session is alive per process (torch.distributed has one default group); group.py keeps it.
-* Every message is acknowledged by every worker (a TCPStore.add counter, waited for with TCPStore.wait and
-  the group timeout) before the next one and before rank 0 enters a reduction. A worker that dies,
-  reports an error or stays silent ends the session (workers killed, the process group destroyed, or
-  aborted on NCCL) and raises TDPGroupError naming the rank; the next use starts a fresh session.
-* A death watcher thread per local worker wakes rank 0 at once when that process ends, so a killed
-  worker is named without waiting for the timeout; a silent one is named when the timeout ends (its ack
-  is missing, as monitored_barrier would report it, or, in a collective, its heartbeat stopped).
+Invariants (README, "Multi-GPU": control plane, faults):
+* Every message is acknowledged by every worker before the next one and before rank 0 enters a reduction.
+  A worker that dies, reports an error or stays silent ends the session (workers killed, the process group
+  aborted) and raises TDPGroupError naming the rank; the next use starts a fresh session.
 * An interrupt or error in rank 0's own tiles keeps the group in step: the workers skip their remaining
   tiles, the reduction still runs, then rank 0 raises.
 """
@@ -28,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from . import wire as W
-from .decode import Gather, Receiver
+from .decode import Gather
 from .launch import (check_versions, describe_exit, diagnose, interface_of, listen_socket, resolve_ipv4,
                      start_local_workers, stop_processes, where, worker_config)
 from .replica import fill_bucket, patched_weights, plan_buckets, replica_key
@@ -134,7 +129,8 @@ class Session:
 
     # -- the seam -----------------------------------------------------------------------------------------
     def reduce(self, kind: str, patcher: Any, make_recipe: Any, job: Any, partial: Any) -> torch.Tensor:
-        """`partial`'s sum over every rank, the workers running `job` on their `kind` replica of `patcher`.
+        """`partial`'s sum over every rank, the workers running `job` on their `kind` replica of `patcher`
+        (sent with `make_recipe(patcher)` when its replica key changed).
 
         If this breaks off while a message is pending, the ranks are out of step: the session is closed
         (workers killed) before the error goes on.
@@ -143,7 +139,7 @@ class Session:
             try:
                 key = replica_key(patcher)
                 if self.held.get(kind) != key:
-                    self._send_replica(kind, key, patcher, make_recipe())
+                    self._send_replica(kind, key, patcher, make_recipe(patcher))
                 return self._run(kind, job, partial)
             except BaseException:
                 if self.pending is not None and not self.closed:
@@ -172,7 +168,7 @@ class Session:
         gather = job if isinstance(job, Gather) else None
         sent = gather.job if gather else job
         tensors: list[torch.Tensor] = []
-        fields = W.split_tensors(W.job_fields(sent), tensors)
+        fields = W.split_tensors(dict(vars(sent)), tensors)  # a job dataclass's fields: the worker calls type(sent)(**fields)
         specs, nbytes = W.layout(tensors)
         clock, stats = time.perf_counter(), self.stats
         tiles = (gather.plan, gather.lead) if gather else None
@@ -181,17 +177,17 @@ class Session:
         if nbytes:
             self.collective(what, dist.broadcast, W.pack(tensors, specs, nbytes, self.comm_device), src=0)
         clock = _lap(stats, "send", clock)
-        receiver = Receiver(self, gather, what) if gather else None
+        receive = (lambda tile: gather.receive(self, what, tile.index)) if gather else None
         failure: BaseException | None = None
         try:
-            result = partial(0, self.world, receiver.upto if receiver else None)
+            result = partial(0, self.world, receive)
         except BaseException as e:  # interrupt (a BaseException in newer ComfyUI) or error: keep step, then raise
             if self.closed:  # the group itself failed (a receive)
                 raise
             failure, result = e, None
             self.store.set(f"stop/{seq}", b"1")
-        if receiver:
-            receiver.rest()
+        if gather:
+            gather.receive(self, what, len(gather.plan.tiles))
             result = gather.out
         clock = _lap(stats, "tiles", clock)
         self.wait_acks(seq, what)

@@ -16,10 +16,9 @@ log = logging.getLogger(__name__)
 BACKENDS = ("auto", "nccl", "gloo")
 
 RANK0_NCCL_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2", "TORCH_NCCL_ENABLE_MONITORING": "0"}
-"""Set on rank 0 (ComfyUI) before the process group starts; ProcessGroupNCCL reads them when it is built.
-torch's default error handling, 3 (SkipCleanUp), and 1 (TearDown) kill the whole process when a collective
-fails or times out; 2 (CleanUpOnly) only aborts the NCCL communicators and lets the failed work raise, so
-ComfyUI lives on. The NCCL monitoring thread's only action is to kill the process when the watchdog hangs."""
+"""Set on rank 0 (ComfyUI) before the process group starts, so that no worker fault kills ComfyUI: error
+handling 3 (torch's default) and 1 kill the process when a collective fails; 2 (CleanUpOnly) only aborts
+the communicators. The monitoring thread only kills a process whose watchdog hangs. README: "Multi-GPU"."""
 
 
 def set_rank0_nccl_env() -> None:

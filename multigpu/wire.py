@@ -11,18 +11,13 @@ Control plane, keys of the group's TCPStore under `ltx_tdp/` (values are pickles
     stop/<seq>       0 -> all  interrupt or rank-0 error: skip the remaining tiles of job seq
     hb/<r>           r -> 0    heartbeat counter (TCPStore.add every HEARTBEAT_S, from a thread of the worker)
 
-An idle worker waits for the next message with TCPStore.wait, never inside a collective. Data plane
-(torch.distributed, only right after a message names it): a ReplicaMessage is followed by one broadcast
-per weight bucket; a JobMessage by one broadcast of the job's tensors, then either the acks and ONE
-all_reduce(SUM) of the flat fp32 partial sums (model calls), or each worker sending each of its tiles'
-window-weighted results to rank 0 as soon as it has it, then the acks (VAE decodes). Rank 0 reads every
-ack before it reduces, so a worker that fails before is named from the store; one that dies after makes
-the collective fail (gloo: at once; NCCL: within the timeout).
+Data plane (torch.distributed, only right after a message names it): a ReplicaMessage is followed by one
+broadcast per weight bucket; a JobMessage by one broadcast of the job's tensors, then the acks and one
+all_reduce(SUM) (model calls), or each worker's tiles sent to rank 0, then the acks (VAE decodes).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import pickle
 from dataclasses import dataclass
@@ -116,15 +111,6 @@ class ShutdownMessage:
 
 
 
-def silent_ranks(store: Any, ranks: list[int]) -> list[int]:
-    """The ranks whose heartbeat does not move within 2.5 heartbeats (blocks that long)."""
-    import time
-
-    before = [store.add(f"hb/{r}", 0) for r in ranks]
-    time.sleep(2.5 * HEARTBEAT_S)
-    return [r for r, b in zip(ranks, before) if store.add(f"hb/{r}", 0) == b]
-
-
 def dumps(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -170,11 +156,6 @@ def split_tensors(obj: Any, out: list[torch.Tensor]) -> Any:
 def join_tensors(obj: Any, tensors: list[torch.Tensor]) -> Any:
     """Inverse of split_tensors."""
     return _walk(obj, lambda ref: tensors[ref.index])
-
-
-def job_fields(job: Any) -> dict[str, Any]:
-    """A job dataclass's fields by name (what JobMessage carries; the worker calls `type(job)(**fields)`)."""
-    return {f.name: getattr(job, f.name) for f in dataclasses.fields(job)}
 
 
 def layout(tensors: list[torch.Tensor], start: int = 0) -> tuple[tuple[TensorSpec, ...], int]:

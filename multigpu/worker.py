@@ -1,6 +1,5 @@
-"""A worker rank: joins rank 0's group, holds a model replica and a VAE replica, runs its share of every job.
+"""A worker rank (its own process, ComfyUI's model code but no server): holds a model and a VAE replica.
 
-Runs in its own process (started by `worker_main.py`), with ComfyUI's model code imported but no server.
 Invariants: it handles messages strictly in seq order and acknowledges each one; a job that fails or is
 stopped still completes its part of the data plane (a model call's worker joins the all_reduce only after
 a successful ack; a decode's worker sends zeros for the tiles it did not decode), so rank 0 never waits

@@ -1,16 +1,5 @@
-"""Entry script of a worker rank: `python <pack>/multigpu/worker_main.py --comfyui-dir DIR --rank R ...`.
-
-The launcher node runs it for ranks 1..N-1 on this machine. On another machine (same ComfyUI version, same
-pack, no model files needed), one command starts that host's ranks, one per GPU, to join a ComfyUI whose
-launcher waits for external workers:
-
-    python <pack>/multigpu/worker_main.py --comfyui-dir /path/to/ComfyUI --gpus 8 --first-rank 8 \
-        --world-size 16 --master-addr 10.0.0.1 --master-port 29500 [--bind-address 10.0.0.2] [--rejoin]
-
-`--gpus N` starts N single-rank processes (ranks first-rank .. first-rank+N-1, device cuda:LOCAL_RANK, or
-`--device cpu`) with torch's own `torch.distributed.elastic.multiprocessing.start_processes` and waits for
-them; `--rank R` runs one rank in this process. (torchrun cannot do this: its rendezvous admits agents it
-starts, and its rank-0 agent assigns every rank, so it cannot admit ComfyUI as rank 0; see the README.)
+"""Entry script of worker ranks: `--rank R` runs one rank in this process; `--gpus N --first-rank F` starts
+that host's N ranks with torch's `start_processes` (README, "Multi-GPU": other hosts, and why not torchrun).
 
 This script, not the pack, touches sys.path: it puts ComfyUI's directory first (to import its model
 code without starting a server) and registers the pack directory as the package `ltx_tdp`.

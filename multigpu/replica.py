@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ import torch
 
 from ..ltx.positions import ShiftedGridPatchifier
 from .settings import TDPGroupError
-from .wire import TensorSpec, WeightEntry, as_bytes, unpack
+from .wire import WeightEntry, dumps, layout, put, unpack
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +71,12 @@ def plan_buckets(weights: list[tuple[str, torch.Tensor]], bucket_bytes: int = BU
     """Assign every weight a place in a bucket; buckets hold at most `bucket_bytes` (or one big tensor)."""
     entries, sizes = [], [0]
     for key, t in weights:
-        nbytes = t.numel() * t.element_size()
-        at = -(-sizes[-1] // 16) * 16
-        if at > 0 and at + nbytes > bucket_bytes:
+        (spec,), end = layout([t], sizes[-1])
+        if spec.offset > 0 and end > bucket_bytes:
             sizes.append(0)
-            at = 0
-        entries.append(WeightEntry(key, len(sizes) - 1, TensorSpec(t.dtype, tuple(t.shape), at, nbytes)))
-        sizes[-1] = at + nbytes
+            (spec,), end = layout([t])
+        entries.append(WeightEntry(key, len(sizes) - 1, spec))
+        sizes[-1] = end
     return tuple(entries), tuple(sizes) if sizes != [0] else ()
 
 
@@ -91,8 +89,7 @@ def fill_bucket(bucket: torch.Tensor, index: int, entries: tuple[WeightEntry, ..
         key, tensor = next(weights)
         if key != e.key or tuple(tensor.shape) != e.spec.shape or tensor.dtype != e.spec.dtype:
             raise TDPGroupError(f"the weight {key} changed while it was being sent to the worker ranks")
-        if e.spec.nbytes:
-            bucket[e.spec.offset:e.spec.offset + e.spec.nbytes].copy_(as_bytes(tensor))
+        put(bucket, e.spec, tensor)
 
 
 def receive_weights(module: torch.nn.Module | None, entries: tuple[WeightEntry, ...], sizes: tuple[int, ...],
@@ -131,7 +128,7 @@ class ModelRecipe:
     def of(cls, patcher: Any) -> "ModelRecipe":
         config = patcher.model.model_config
         try:
-            return cls(pickle.dumps((type(config), dict(vars(config))), protocol=pickle.HIGHEST_PROTOCOL))
+            return cls(dumps((type(config), dict(vars(config)))))
         except Exception as e:  # e.g. custom operations built as local classes
             raise TDPGroupError(f"this model's configuration ({type(config).__name__}) cannot be sent to the "
                                 f"worker ranks: {e}") from e

@@ -68,20 +68,18 @@ class GroupSettings:
         return len(self.devices)
 
 
+def device_name(text: str) -> str:
+    """`text` as torch names the device; bare "cuda" means cuda:0. Raises TDPGroupError on junk."""
+    try:
+        dev = torch.device(text)
+    except RuntimeError as e:
+        raise TDPGroupError(f"{text!r} is not a device (expected e.g. cuda:0 or cpu): {e}") from None
+    return "cuda:0" if dev.type == "cuda" and dev.index is None else str(dev)
+
+
 def parse_devices(text: str) -> tuple[str, ...]:
     """"cuda:0, cuda:1" -> ("cuda:0", "cuda:1"); bare "cuda" means cuda:0. Raises TDPGroupError on junk."""
-    out = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        try:
-            dev = torch.device(part)
-        except RuntimeError as e:
-            raise TDPGroupError(f"{part!r} is not a device (expected e.g. cuda:0 or cpu): {e}") from None
-        if dev.type == "cuda" and dev.index is None:
-            dev = torch.device("cuda", 0)
-        out.append(str(dev))
-    return tuple(out)
+    return tuple(device_name(part.strip()) for part in text.split(",") if part.strip())
 
 
 def resolve_settings(ranks: int, devices: str, backend: str, timeout_s: float, address: str, port: int,
@@ -92,9 +90,7 @@ def resolve_settings(ranks: int, devices: str, backend: str, timeout_s: float, a
     else rank r on GPU (first + r) mod count. Rank 0 always runs on ComfyUI's own device
     (`local_device`). backend "auto" is NCCL when every rank is on a CUDA GPU, else gloo.
     """
-    local = str(torch.device(local_device)) if local_device else "cpu"
-    if local == "cuda":
-        local = "cuda:0"
+    local = device_name(local_device) if local_device else "cpu"
     listed = parse_devices(devices)
     if listed:
         if listed[0] != local:

@@ -169,18 +169,17 @@ def layout(tensors: list[torch.Tensor], start: int = 0) -> tuple[tuple[TensorSpe
     return tuple(specs), at
 
 
-def as_bytes(t: torch.Tensor) -> torch.Tensor:
-    """A flat uint8 view (or copy, when not contiguous) of `t`'s data."""
-    t = t.detach().contiguous().reshape(-1)
-    return t.view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8, device=t.device)
+def put(buffer: torch.Tensor, spec: TensorSpec, t: torch.Tensor) -> None:
+    """Copy `t`'s data into the uint8 `buffer` where `spec` (from `layout`) places it."""
+    if spec.nbytes:
+        buffer[spec.offset:spec.offset + spec.nbytes].copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))
 
 
 def pack(tensors: list[torch.Tensor], specs: tuple[TensorSpec, ...], nbytes: int, device: Any) -> torch.Tensor:
     """One uint8 buffer on `device` holding `tensors` at `specs` (from `layout`)."""
     buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
     for t, s in zip(tensors, specs):
-        if s.nbytes:
-            buffer[s.offset:s.offset + s.nbytes].copy_(as_bytes(t))
+        put(buffer, s, t)
     return buffer
 
 

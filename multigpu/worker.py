@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from . import wire as W
 from .replica import receive_weights
-from .settings import TDPGroupError
+from .settings import TDPGroupError, device_name
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,7 @@ def _device(name: str) -> torch.device:
     if name == "auto":
         local = int(os.environ.get("LOCAL_RANK", "0"))
         return torch.device("cuda", local % max(torch.cuda.device_count(), 1)) if torch.cuda.is_available() else torch.device("cpu")
-    dev = torch.device(name)
-    return torch.device("cuda", 0) if dev.type == "cuda" and dev.index is None else dev
+    return torch.device(device_name(name))
 
 
 def _import_comfy(config: W.WorkerConfig, device: torch.device) -> str:

@@ -6,6 +6,7 @@ pipe from rank 0 on stdin: when rank 0 ends, however it ends, the pipe closes an
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -144,24 +145,18 @@ def _silent_ranks(store: Any, ranks: list[int]) -> list[int]:
 def stop_processes(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
     """Close the pipes, wait up to `grace_s`, then SIGKILL each worker's process group. Leaves none behind."""
     for p in procs:
-        try:
+        with contextlib.suppress(OSError):
             if p.stdin is not None:
                 p.stdin.close()
-        except OSError:
-            pass
     deadline = time.monotonic() + grace_s
     for p in procs:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=max(deadline - time.monotonic(), 0.05))
-        except subprocess.TimeoutExpired:
-            pass
     for p in procs:
         if p.poll() is None:
             for kill in (lambda: os.killpg(p.pid, signal.SIGKILL), p.kill):
-                try:
+                with contextlib.suppress(OSError):
                     kill()
-                except OSError:
-                    pass
             try:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:

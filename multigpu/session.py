@@ -11,6 +11,7 @@ Invariants (README, "Multi-GPU": control plane, faults):
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import logging
@@ -264,12 +265,10 @@ class Session:
                 return
             self.closed = True
         if self.store is not None and self.workers:
-            try:  # live workers (external ones included) leave on their own
+            with contextlib.suppress(Exception):  # live workers (external ones included) leave on their own
                 seq = self.post(lambda s: W.ShutdownMessage(s))
                 if not kill:
                     self.store.wait([f"done/{seq}"], datetime.timedelta(seconds=5))
-            except Exception:
-                pass
         if self._pg:  # after a fault, abort: destroying waits on communicators a dead or hung peer may hold
             self.ended = "aborted" if kill else "destroyed"
             try:

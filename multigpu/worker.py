@@ -9,6 +9,7 @@ in a collective for a worker that gave up; it exits when rank 0 goes away (pipe 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import logging
@@ -241,10 +242,8 @@ class Worker:
     def close(self) -> None:
         self.replicas.clear()
         if dist.is_initialized():
-            try:
+            with contextlib.suppress(Exception):
                 dist.destroy_process_group()
-            except Exception:
-                pass
 
 
 def watch_parent_pipe() -> None:
@@ -252,11 +251,9 @@ def watch_parent_pipe() -> None:
     fd = sys.stdin.fileno()
 
     def watch() -> None:
-        try:  # os.read, not sys.stdin: no Python-level lock held at interpreter shutdown
+        with contextlib.suppress(OSError):  # os.read, not sys.stdin: no Python-level lock held at shutdown
             while os.read(fd, 4096):
                 pass
-        except OSError:
-            pass
         os._exit(EXIT_LOST)
 
     threading.Thread(target=watch, name="ltx-tdp-parent-pipe", daemon=True).start()

@@ -14,43 +14,28 @@ Real sizes (facts, with where they come from):
   processed context, video and audio halves); first stage-2 sigma 0.625 (upstream LTX-2: 0.625, 0.4, 0).
 * TDP layouts: 2 x 2 tiles with overlap 5 latent cells (1 and 4 GPUs; 2 GPUs run two tiles each) and
   2 x 4 (8 GPUs), as the example workflows use.
-* VAE: the LTX-2 video VAE's decoder configuration as LTX-2's checkpoints carry it in their metadata
-  (`config.vae`): 4 x (5 res blocks), 3 residual x2 upsamplers in time and space, base 128 channels
-  (1024 at the latent), patch 4, pixel norm, timestep-conditioned; decoded at the tiled decode node's
-  default inputs (NODE_DECODE_DEFAULTS), resolved as the node resolves them.
+* VAE: the LTX-2 video VAE's configuration as LTX-2's checkpoints carry it in their metadata
+  (`config.vae`, kept once in tests/support/real_vae.py): decoder base 128 channels, res blocks 4, 6, 4,
+  2, 2 between a space-only, a time-only and two x2/x1 upsamplers, patch 4, pixel norm, not
+  timestep-conditioned; decoded at the tiled decode node's default inputs (NODE_DECODE_DEFAULTS),
+  resolved as the node resolves them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-LTX2_VAE_CONFIG = {
-    "_class_name": "CausalVideoAutoencoder",
-    "dims": 3,
-    "in_channels": 3,
-    "out_channels": 3,
-    "latent_channels": 128,
-    "encoder_blocks": [["res_x", {"num_layers": 4}], ["compress_space_res", {"multiplier": 2}],
-                       ["res_x", {"num_layers": 6}], ["compress_time_res", {"multiplier": 2}],
-                       ["res_x", {"num_layers": 6}], ["compress_all_res", {"multiplier": 2}],
-                       ["res_x", {"num_layers": 2}], ["compress_all_res", {"multiplier": 2}],
-                       ["res_x", {"num_layers": 2}]],
-    "decoder_blocks": [["res_x", {"num_layers": 5, "inject_noise": False}],
-                       ["compress_all", {"residual": True, "multiplier": 2}],
-                       ["res_x", {"num_layers": 5, "inject_noise": False}],
-                       ["compress_all", {"residual": True, "multiplier": 2}],
-                       ["res_x", {"num_layers": 5, "inject_noise": False}],
-                       ["compress_all", {"residual": True, "multiplier": 2}],
-                       ["res_x", {"num_layers": 5, "inject_noise": False}]],
-    "scaling_factor": 1.0,
-    "norm_layer": "pixel_norm",
-    "patch_size": 4,
-    "latent_log_var": "uniform",
-    "use_quant_conv": False,
-    "causal_decoder": False,
-    "timestep_conditioning": True,
-}
-"""The LTX-2 video VAE (its encoder is built too, as ComfyUI's VideoVAE always builds both, but never run)."""
+def ltx2_vae_config() -> dict:
+    """The LTX-2 video VAE's config as its checkpoints carry it (the test suite's `support.real_vae`, one copy)."""
+    import sys
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parents[2] / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from support.real_vae import LTX2_VAE_CONFIG
+
+    return dict(LTX2_VAE_CONFIG)
 
 NODE_DECODE_DEFAULTS = {"spatial_tile": 2048, "spatial_overlap": 0, "temporal_tile": 4096, "temporal_overlap": 0,
                         "quality": "exact"}
@@ -101,7 +86,7 @@ class Sizes:
     sigma: float = 0.625
     four: Layout = Layout(2, 2, 5)
     eight: Layout = Layout(2, 4, 5)
-    vae_config: dict = field(default_factory=lambda: dict(LTX2_VAE_CONFIG))
+    vae_config: dict = field(default_factory=ltx2_vae_config)
     decode: dict = field(default_factory=lambda: dict(NODE_DECODE_DEFAULTS))
     """The tiled decode node's inputs (tiles, overlaps, quality)."""
     warmup_latent: tuple[int, int, int] = (2, 8, 8)

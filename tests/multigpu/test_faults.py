@@ -10,40 +10,10 @@ import time
 import pytest
 import torch
 
-from support.ltx_helpers import ksample, randn, tiling
+from support.fault_probes import fault_latent, on_rank0_tile, tdp
+from support.ltx_helpers import ksample
 
 pytestmark = pytest.mark.distributed
-
-LAYOUT = dict(height=(2, 2), width=(2, 2))
-PROBE_KEY = "tdp_test_fault_probe"
-
-
-
-def _tdp(model, group=None):
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
-
-
-def _on_rank0_tile(model, n: int, action):
-    """Run `action()` when rank 0 starts its n-th tile call (an APPLY_MODEL wrapper inside TDP's)."""
-    import comfy.patcher_extension as ext
-
-    count = [0]
-
-    def wrapper(executor, *args, **kw):
-        count[0] += 1
-        if count[0] == n:
-            action()
-        return executor(*args, **kw)
-
-    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, PROBE_KEY, wrapper)
-    return model
-
-
-def _latent(seed: int = 5) -> dict:
-    return {"samples": randn(1, 128, 2, 8, 8, seed=seed)}
 
 
 @pytest.mark.parametrize("sig, timeout_s, expected", [
@@ -55,7 +25,7 @@ def test_a_failed_worker_fails_the_prompt_in_time_naming_its_rank_and_the_next_r
     from ltx_tdp.multigpu.settings import TDPGroupError
 
     group = group_factory(2, timeout_s=timeout_s)
-    reference = ksample(comfy, _tdp(ltxv), _latent(), steps=3)
+    reference = ksample(comfy, tdp(ltxv), fault_latent(), steps=3)
     victim = group.session().procs[1].pid
     hit: list[float] = []
 
@@ -63,16 +33,16 @@ def test_a_failed_worker_fails_the_prompt_in_time_naming_its_rank_and_the_next_r
         os.kill(victim, sig)
         hit.append(time.monotonic())
 
-    model = _on_rank0_tile(_tdp(ltxv, group), 3, strike)  # rank 0 runs 2 of 4 tiles: mid-call 2 of 3
+    model = on_rank0_tile(tdp(ltxv, group), 3, strike)  # rank 0 runs 2 of 4 tiles: mid-call 2 of 3
     with pytest.raises(TDPGroupError) as failure:
-        ksample(comfy, model, _latent(), steps=3)
+        ksample(comfy, model, fault_latent(), steps=3)
     took = time.monotonic() - hit[0]
     message = str(failure.value)
     assert "rank 1" in message and expected in message, message
     assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
     assert not live_workers(), f"worker processes left after the failure: {live_workers()}"
 
-    again = ksample(comfy, _tdp(ltxv, group), _latent(), steps=3)
+    again = ksample(comfy, tdp(ltxv, group), fault_latent(), steps=3)
     err = (again - reference).abs().max().item()
     assert err <= 1e-5, f"the run after the failure differs from single-process by {err:.3e}"
     assert group.session().procs[1].pid != victim, "the next run did not start a fresh worker"
@@ -82,15 +52,15 @@ def test_an_interrupt_stops_every_rank_and_the_group_keeps_serving(comfy, ltxv, 
     import comfy.model_management as mm
 
     group = group_factory(2)
-    reference = ksample(comfy, _tdp(ltxv), _latent(), steps=3)
+    reference = ksample(comfy, tdp(ltxv), fault_latent(), steps=3)
     session = group.session()
-    model = _on_rank0_tile(_tdp(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
+    model = on_rank0_tile(tdp(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
     try:
         with pytest.raises(mm.InterruptProcessingException):
-            ksample(comfy, model, _latent(), steps=3)
+            ksample(comfy, model, fault_latent(), steps=3)
     finally:
         mm.interrupt_current_processing(False)
     assert group.session() is session and not session.closed, "the interrupt tore the group down"
-    again = ksample(comfy, _tdp(ltxv, group), _latent(), steps=3)
+    again = ksample(comfy, tdp(ltxv, group), fault_latent(), steps=3)
     err = (again - reference).abs().max().item()
     assert err <= 1e-5, f"the run after the interrupt differs from single-process by {err:.3e}"

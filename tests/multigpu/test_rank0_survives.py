@@ -12,40 +12,12 @@ import time
 import pytest
 import torch
 
-from support.ltx_helpers import ksample, randn, tiling
+from support.fault_probes import fault_latent, on_rank0_tile, tdp
+from support.ltx_helpers import ksample
 
 pytestmark = pytest.mark.distributed
 
-LAYOUT = dict(height=(2, 2), width=(2, 2))
-PROBE_KEY = "tdp_test_survival_probe"
 NCCL_REASON = "the NCCL fault test needs two CUDA GPUs (this machine has %d)" % torch.cuda.device_count()
-
-
-def _tdp(model, group=None):
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
-
-
-def _on_rank0_tile(model, n: int, action):
-    """Run `action()` when rank 0 starts its n-th tile call (an APPLY_MODEL wrapper inside TDP's)."""
-    import comfy.patcher_extension as ext
-
-    count = [0]
-
-    def wrapper(executor, *args, **kw):
-        count[0] += 1
-        if count[0] == n:
-            action()
-        return executor(*args, **kw)
-
-    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, PROBE_KEY, wrapper)
-    return model
-
-
-def _latent(seed: int = 5) -> dict:
-    return {"samples": randn(1, 128, 2, 8, 8, seed=seed)}
 
 
 @pytest.mark.parametrize("backend, devices, sig, timeout_s, expected", [
@@ -62,7 +34,7 @@ def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_live
     from ltx_tdp.multigpu.settings import GroupSettings, TDPGroupError
 
     group = get_group(GroupSettings(devices=devices, backend=backend, timeout_s=timeout_s))
-    reference = ksample(comfy, _tdp(ltxv), _latent(), steps=3)
+    reference = ksample(comfy, tdp(ltxv), fault_latent(), steps=3)
     session = group.session()
     victim = session.procs[1].pid
     hit: list[float] = []
@@ -76,9 +48,9 @@ def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_live
         os.kill(victim, sig)
         hit.append(time.monotonic())
 
-    model = _on_rank0_tile(_tdp(ltxv, group), 4, strike_after_ack)  # rank 0 runs tiles 0, 2: call 2, its 2nd
+    model = on_rank0_tile(tdp(ltxv, group), 4, strike_after_ack)  # rank 0 runs tiles 0, 2: call 2, its 2nd
     with pytest.raises(TDPGroupError) as failure:
-        ksample(comfy, model, _latent(), steps=3)
+        ksample(comfy, model, fault_latent(), steps=3)
     took = time.monotonic() - hit[0]
     message = str(failure.value)
     assert "rank 1" in message and expected in message, message
@@ -87,7 +59,7 @@ def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_live
     assert session.ended == "aborted" and not dist.is_initialized(), \
         f"rank 0 did not abort the process group after the fault (it was {session.ended})"
 
-    again = ksample(comfy, _tdp(ltxv, group), _latent(), steps=3)
+    again = ksample(comfy, tdp(ltxv, group), fault_latent(), steps=3)
     err = (again - reference).abs().max().item()
     assert err <= 1e-5, f"the run after the fault differs from single-process by {err:.3e}"
     assert group.session().procs[1].pid != victim, "the next run did not start a fresh worker"
@@ -118,16 +90,16 @@ def test_an_interrupt_during_a_3_rank_call_leaves_the_group_serving(comfy, ltxv,
     import comfy.model_management as mm
 
     group = group_factory(3)
-    reference = ksample(comfy, _tdp(ltxv), _latent(), steps=3)
+    reference = ksample(comfy, tdp(ltxv), fault_latent(), steps=3)
     session = group.session()
-    model = _on_rank0_tile(_tdp(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
+    model = on_rank0_tile(tdp(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
     try:
         with pytest.raises(mm.InterruptProcessingException):
-            ksample(comfy, model, _latent(), steps=3)
+            ksample(comfy, model, fault_latent(), steps=3)
     finally:
         mm.interrupt_current_processing(False)
     assert group.session() is session and not session.closed, "the interrupt tore the 3-rank group down"
-    again = ksample(comfy, _tdp(ltxv, group), _latent(), steps=3)
+    again = ksample(comfy, tdp(ltxv, group), fault_latent(), steps=3)
     err = (again - reference).abs().max().item()
     assert err <= 1e-5, f"3 ranks: the run after the interrupt differs from single-process by {err:.3e}"
     group.shutdown()

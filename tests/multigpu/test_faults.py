@@ -8,7 +8,6 @@ import signal
 import time
 
 import pytest
-import torch
 
 from support.fault_probes import fault_latent, on_rank0_tile, tdp
 from support.ltx_helpers import ksample

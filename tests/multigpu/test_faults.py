@@ -47,10 +47,11 @@ def test_a_failed_worker_fails_the_prompt_in_time_naming_its_rank_and_the_next_r
     assert group.session().procs[1].pid != victim, "the next run did not start a fresh worker"
 
 
-def test_an_interrupt_stops_every_rank_and_the_group_keeps_serving(comfy, ltxv, group_factory):
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_an_interrupt_stops_every_rank_and_the_group_keeps_serving(comfy, ltxv, group_factory, ranks):
     import comfy.model_management as mm
 
-    group = group_factory(2)
+    group = group_factory(ranks)
     reference = ksample(comfy, tdp(ltxv), fault_latent(), steps=3)
     session = group.session()
     model = on_rank0_tile(tdp(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
@@ -59,7 +60,7 @@ def test_an_interrupt_stops_every_rank_and_the_group_keeps_serving(comfy, ltxv, 
             ksample(comfy, model, fault_latent(), steps=3)
     finally:
         mm.interrupt_current_processing(False)
-    assert group.session() is session and not session.closed, "the interrupt tore the group down"
+    assert group.session() is session and not session.closed, f"the interrupt tore the {ranks}-rank group down"
     again = ksample(comfy, tdp(ltxv, group), fault_latent(), steps=3)
     err = (again - reference).abs().max().item()
-    assert err <= 1e-5, f"the run after the interrupt differs from single-process by {err:.3e}"
+    assert err <= 1e-5, f"{ranks} ranks: the run after the interrupt differs from single-process by {err:.3e}"

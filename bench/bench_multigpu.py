@@ -127,6 +127,7 @@ def main() -> int:
     model = _setup()
     comfy_runtime.quiet()
     from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model_job import model_runner
     from ltx_tdp.multigpu.group import get_group, shutdown_all
     from ltx_tdp.multigpu.settings import GroupSettings
 
@@ -134,7 +135,7 @@ def main() -> int:
     single_times, single_out = _timed(_caller(apply_tdp(model, _settings())), x, calls)
     group = get_group(GroupSettings(devices=("cpu", "cpu"), backend="gloo", timeout_s=120, threads=1))
     try:
-        multi_call = _caller(apply_tdp(model, _settings(), group.model_runner(model)))
+        multi_call = _caller(apply_tdp(model, _settings(), model_runner(group, model)))
         multi_call(x)
         group.session().stats.clear()
         multi_times, multi_out = _timed(multi_call, x, calls)

@@ -1,7 +1,7 @@
-"""One model call as another rank receives it: plain inputs, no ComfyUI callables.
+"""One model call as another rank receives it: plain inputs, no ComfyUI callables; and the model's replica.
 
 A group (multigpu) sends a `ModelJob` to its worker ranks; each rebuilds the same `TiledModelCall` and runs
-its share of the tiles on its own replica of the model with `run`. Callables in `transformer_options`
+its share of the tiles on its own replica of the model (built from a `ModelRecipe`) with `run`. Callables in `transformer_options`
 (other packs' wrappers, attention patches, block replacements) cannot travel: they run on rank 0's tiles
 only, and non-empty ones are named in a warning once.
 """
@@ -16,8 +16,9 @@ from typing import Any
 
 import torch
 
-from ..tiling.seam import BeforeTile
+from ..tiling.seam import BeforeTile, TileGroup
 from .model_call import ModelGeometry, TDPSettings, TiledModelCall
+from .positions import ShiftedGridPatchifier
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +94,41 @@ class ModelJob:
                                      transformer_options=self.transformer_options, **kw)
 
         return call.partial(run_tile, rank, world, before_tile=before_tile)
+
+
+@dataclass(frozen=True)
+class ModelRecipe:
+    """A diffusion model's construction config: the class and attributes of its `model_config`.
+
+    Not the object itself: newer ComfyUI gives model configs a `__getattr__` that answers None for anything
+    missing, which breaks plain pickling (`__setstate__` comes back as None).
+    """
+
+    config_type: type
+    attributes: dict[str, Any]
+
+    @classmethod
+    def of(cls, patcher: Any) -> "ModelRecipe":
+        config = patcher.model.model_config
+        return cls(type(config), dict(vars(config)))
+
+    def build(self, device: torch.device) -> tuple[torch.nn.Module, torch.device]:
+        """The empty BaseModel (ComfyUI's own class, TDP's per-tile positions) and where its weights go."""
+        config = self.config_type.__new__(self.config_type)
+        config.__dict__.update(self.attributes)
+        model = config.get_model({}, "", device=device).to(device).eval()
+        dm = model.diffusion_model
+        if hasattr(dm, "patchifier") and not isinstance(dm.patchifier, ShiftedGridPatchifier):
+            dm.patchifier = ShiftedGridPatchifier(dm.patchifier)  # what rank 0 applies as an object patch
+        return model, device
+
+    def wrap(self, module: torch.nn.Module, device: torch.device) -> Any:
+        return module
+
+
+def model_runner(group: Any, model_patcher: Any) -> TileGroup:
+    """The TileGroup over `group` (a multigpu TDPGroup) of a TDP-patched MODEL (see ltx.patch.apply_tdp). The
+    weights sent are those of the patcher ComfyUI samples with (`model.current_patcher`, a clone that may carry
+    LoRAs added after the TDP patcher), else `model_patcher`."""
+    return group.seam("model", lambda: getattr(model_patcher.model, "current_patcher", None) or model_patcher,
+                      ModelRecipe.of)

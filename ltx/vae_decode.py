@@ -30,13 +30,14 @@ from typing import Any
 import torch
 
 from ..tiling import AxisTileSize, Tile, blend_tiles
+from ..tiling.seam import LOCAL, BeforeTile, TileGroup
 from ..tiling.vae_axes import AxisScale, DecodeSource, VaeDecodePlan, plan_vae_decode
 from .vae_reach import counted_reach, whole_frame_layers
 
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int], None]
-"""progress(done, total): called after each tile this rank decodes."""
+"""progress(done, total): tiles of the whole decode done, after each tile this process decodes."""
 
 DEFAULT_SPATIAL_CONTEXT = 1
 """Extra latent cells (32 px each) every tile decodes beyond its pixels on each side of height and width,
@@ -308,51 +309,67 @@ def decode_tiled(
     samples: Any,
     *,
     progress: ProgressCallback | None = None,
-    rank: int = 0,
-    world: int = 1,
-    before_tile: Callable[[], None] | None = None,
+    group: TileGroup = LOCAL,
     **settings: int,
 ) -> torch.Tensor:
     """Decode a video latent tile by tile into a (batch, frames, height, width, channels) fp32 CPU tensor.
 
-    `settings` are those of DECODE_SETTINGS (see `prepare_decode`). Invariants: with `world == 1` the result
-    covers every pixel once with window weights summing to one (one tile covering everything returns exactly
-    what `vae.decode` returns); with `world > 1` it is the window-weighted sum of the tiles `rank` owns
-    (round-robin), and the ranks' results sum to the full decode. The output is allocated once; each tile's
-    decode is the only other large allocation. Decode noise of timestep-conditioned VAEs comes from one field
-    seeded by `seed`, so overlaps see the same noise. Interrupts are checked before every tile, then
-    `before_tile()` runs (a worker rank's stop check).
+    `settings` are those of DECODE_SETTINGS (see `prepare_decode`). Invariants: the result covers every pixel
+    once with window weights summing to one (one tile covering everything returns exactly what `vae.decode`
+    returns). The output is allocated once; each tile's decode is the only other large allocation. Decode
+    noise of timestep-conditioned VAEs comes from one field seeded by `seed`, so overlaps see the same noise.
+    Over a `group` (ltx.vae_replica.vae_runner) the tiles go round-robin to its ranks, which send theirs to
+    this rank (the only one holding the frames). Interrupts are checked before every tile.
     """
     import comfy.model_management as mm
 
     unknown = sorted(set(settings) - set(DECODE_SETTINGS))
     if unknown:
         raise TypeError(f"unknown decode settings {', '.join(unknown)}; expected some of {', '.join(DECODE_SETTINGS)}")
-    job = prepare_decode(vae, samples, **settings)
-    plan = job.plan
-    batch, frames, height, width, _ = job.output_shape
-    mine = plan.pixels.tiles_for_rank(rank, world)
-    log.info("tiled VAE decode: latent %s -> %d x %d x %d px, %s tiles (frames x height x width), rank %d/%d "
-             "decodes %d", tuple(job.source.shape), frames, height, width,
-             " x ".join(map(str, plan.pixels.counts)), rank, world, len(mine))
+    decode = prepare_decode(vae, samples, **settings)  # refuses bad input before any rank is involved
+    plan = decode.plan.pixels
+    n = len(plan.tiles)
+    log.info("tiled VAE decode: latent %s -> %s px (frames x height x width), %s tiles", tuple(decode.source.shape),
+             " x ".join(map(str, decode.output_shape[1:4])), " x ".join(map(str, plan.counts)))
+    images = torch.zeros(decode.output_shape, dtype=torch.float32)
+    # blend_tiles sums over trailing (frames, height, width) axes: hand it the channels-first view of the
+    # channels-last output, so the result needs no copy to become ComfyUI's IMAGE layout.
+    out = images.permute(0, 4, 1, 2, 3)
 
-    images = torch.zeros(job.output_shape, dtype=torch.float32)
+    def partial(rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
+        def before(tile: Tile) -> None:
+            mm.throw_exception_if_processing_interrupted()
+            if before_tile is not None:
+                before_tile(tile)
 
-    def check(tile: Tile) -> None:
-        mm.throw_exception_if_processing_interrupted()
-        if before_tile is not None:
-            before_tile()
+        def on_tile(done: int, total: int, tile: Tile) -> None:
+            if progress is not None:
+                progress(min(done * world, n), n)
 
-    def on_tile(done: int, total: int, tile: Tile) -> None:
-        if progress is not None:
-            progress(done, total)
+        with torch.inference_mode():
+            return blend_tiles(plan, decode.decode_tile, rank=rank, world=world, out=out, before_tile=before,
+                               on_tile=on_tile)
 
     with torch.inference_mode():
-        # blend_tiles sums over trailing (frames, height, width) axes: hand it the channels-first view of
-        # the channels-last output, so the result needs no copy to become ComfyUI's IMAGE layout.
-        blend_tiles(plan.pixels, job.decode_tile, rank=rank, world=world, out=images.permute(0, 4, 1, 2, 3),
-                    before_tile=check, on_tile=on_tile)
+        group.gather(DecodeJob(video_latent(samples).detach().to("cpu"), dict(settings)), partial, plan, out)
+    if group is not LOCAL:
+        mm.throw_exception_if_processing_interrupted()
+        if progress is not None:
+            progress(n, n)
     return images
+
+
+@dataclass(frozen=True)
+class DecodeJob:
+    """One tiled decode as a worker rank runs it (`prepare_decode(vae, latent, **settings)`, tile by tile)."""
+
+    latent: torch.Tensor
+    settings: dict[str, int]
+
+    def tiles(self, vae: Any) -> Callable[[Tile], torch.Tensor]:
+        """tile -> its window-weighted pixels (batch, channels, *tile.shape), fp32 on the CPU."""
+        decode = prepare_decode(vae, self.latent, **self.settings)
+        return lambda tile: decode.decode_tile(tile).to(device="cpu", dtype=torch.float32) * tile.window()
 
 
 def image_batch(frames: torch.Tensor) -> torch.Tensor:

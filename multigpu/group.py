@@ -54,25 +54,10 @@ class TDPGroup:
             return self._session
 
     def seam(self, kind: str, patcher: Callable[[], Any], make_recipe: Callable[[Any], Any]) -> TileGroup:
-        """The tile loop's group for one job: LOCAL with one rank, else the live session, whose workers run
-        the job on their `kind` replica of `patcher()` (sent, built by `make_recipe(patcher())`, when it changed)."""
+        """The tile loop's group for one kind of job: LOCAL with one rank, else the live session, whose workers
+        run the jobs on their `kind` replica of `patcher()` (sent, built by `make_recipe(patcher())`, when it
+        changed). The jobs and recipes of LTX are defined next to their tile loops (ltx.model_job, ltx.vae_replica)."""
         return LOCAL if self.rank_count == 1 else _Bound(self, kind, patcher, make_recipe)
-
-    def model_runner(self, model_patcher: Any) -> TileGroup:
-        """The TileRunner of a TDP-patched MODEL (see ltx.patch.apply_tdp). The weights sent are those of the
-        patcher ComfyUI samples with (`model.current_patcher`, a clone that may carry LoRAs added after the
-        TDP patcher), else `model_patcher`."""
-        from .replica import ModelRecipe
-
-        return self.seam("model", lambda: getattr(model_patcher.model, "current_patcher", None) or model_patcher,
-                         ModelRecipe.of)
-
-    def decode(self, vae: Any, samples: Any, progress: Any = None, **settings: int) -> Any:
-        """Tiled VAE decode with the tiles spread over the ranks: `ltx.vae_decode.decode_tiled`'s settings
-        and result (frames on the CPU, fp32, held by rank 0 only). `progress(done, total)` reports on rank 0."""
-        from .decode import group_decode
-
-        return group_decode(self, vae, samples, progress, **settings)
 
     def shutdown(self) -> None:
         global _live
@@ -85,13 +70,16 @@ class TDPGroup:
 
 
 class _Bound:
-    """A TileGroup: one job's reduce on the group's live session (started, or restarted, here)."""
+    """A TileGroup: one kind of job on the group's live session (started, or restarted, here)."""
 
     def __init__(self, group: TDPGroup, kind: str, patcher: Callable[[], Any], make_recipe: Callable[[Any], Any]):
         self.group, self.kind, self.patcher, self.make_recipe = group, kind, patcher, make_recipe
 
     def reduce(self, job: Any, partial: Any) -> Any:
-        return self.group.session().reduce(self.kind, self.patcher(), self.make_recipe, job, partial)
+        return self.group.session().run(self.kind, self.patcher(), self.make_recipe, job, partial)
+
+    def gather(self, job: Any, partial: Any, plan: Any, out: Any) -> None:
+        self.group.session().run(self.kind, self.patcher(), self.make_recipe, job, partial, (plan, out))
 
 
 def get_group(settings: GroupSettings) -> TDPGroup:

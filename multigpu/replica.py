@@ -1,29 +1,25 @@
 """Replicas: one way to give every worker a copy of a model or a VAE exactly as rank 0 computes with it.
 
-A replica travels as a recipe (the empty module, built with ComfyUI's own classes) plus the weights as
-ComfyUI patched them, in broadcast buckets; it is sent again only when `replica_key` changes.
+A replica travels as a recipe (what builds the empty module on a worker: `recipe.build(device) -> (module,
+home)` and `recipe.wrap(module, device)`, defined next to the job that uses it) plus its weights as ComfyUI
+patched them, one broadcast per weight. It is sent again only when `replica_key` changes.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-from ..ltx.positions import ShiftedGridPatchifier
 from .settings import TDPGroupError
-from .wire import WeightEntry, dumps, layout, put, unpack
+from .wire import WeightName, byte_count, byte_view
 
-log = logging.getLogger(__name__)
-
-BUCKET_BYTES = 256 * 1024 * 1024
-"""Weights travel in broadcasts of at most this many bytes (one tensor larger than this gets its own)."""
 KEY_SAMPLES = 64
 """Tensors whose first values enter a replica key (evenly spaced over the state dict)."""
+LOAD_BYTES = 256 * 1024 * 1024
+"""A worker loads received weights into its module this many bytes at a time (one big tensor alone)."""
 
 
 def replica_key(patcher: Any) -> str:
@@ -66,85 +62,38 @@ def patched_weights(patcher: Any) -> Iterator[tuple[str, torch.Tensor]]:
             yield key, out.to(original.dtype)
 
 
-def plan_buckets(weights: list[tuple[str, torch.Tensor]], bucket_bytes: int = BUCKET_BYTES
-                 ) -> tuple[tuple[WeightEntry, ...], tuple[int, ...]]:
-    """Assign every weight a place in a bucket; buckets hold at most `bucket_bytes` (or one big tensor)."""
-    entries, sizes = [], [0]
-    for key, t in weights:
-        (spec,), end = layout([t], sizes[-1])
-        if spec.offset > 0 and end > bucket_bytes:
-            sizes.append(0)
-            (spec,), end = layout([t])
-        entries.append(WeightEntry(key, len(sizes) - 1, spec))
-        sizes[-1] = end
-    return tuple(entries), tuple(sizes) if sizes != [0] else ()
-
-
-def fill_bucket(bucket: torch.Tensor, index: int, entries: tuple[WeightEntry, ...],
-                weights: Iterator[tuple[str, torch.Tensor]]) -> None:
-    """Copy the weights of bucket `index` into `bucket`, drawing them from `weights` in state-dict order."""
-    for e in entries:
-        if e.bucket != index:
-            continue
-        key, tensor = next(weights)
-        if key != e.key or tuple(tensor.shape) != e.spec.shape or tensor.dtype != e.spec.dtype:
+def send_weights(patcher: Any, names: tuple[WeightName, ...], broadcast: Callable[[torch.Tensor], None]) -> None:
+    """Rank 0: broadcast the bytes of each weight of `names` (state-dict order; empty ones are not sent)."""
+    for (key, dtype, shape), (k, tensor) in zip(names, patched_weights(patcher), strict=True):
+        if (k, tensor.dtype, tuple(tensor.shape)) != (key, dtype, shape):
             raise TDPGroupError(f"the weight {key} changed while it was being sent to the worker ranks")
-        put(bucket, e.spec, tensor)
+        if tensor.numel():
+            broadcast(byte_view(tensor))
 
 
-def receive_weights(module: torch.nn.Module | None, entries: tuple[WeightEntry, ...], sizes: tuple[int, ...],
-                    broadcast: Any, comm_device: torch.device, home: torch.device) -> None:
-    """A worker's half of a weight transfer: take every bucket (even when `module` is None after an error:
-    rank 0 waits in each broadcast) and load it into `module` (tensors copied to `home`, assigned)."""
+def receive_weights(module: torch.nn.Module | None, names: tuple[WeightName, ...],
+                    broadcast: Callable[[torch.Tensor], None], comm_device: torch.device, home: torch.device) -> None:
+    """A worker's half of `send_weights`: take every weight (even when `module` is None after an error: rank 0
+    waits in each broadcast) and load them into `module` (on `home`, assigned) LOAD_BYTES at a time."""
+    batch: dict[str, torch.Tensor] = {}
     loaded: set[str] = set()
-    for index, size in enumerate(sizes):
-        bucket = torch.empty(size, dtype=torch.uint8, device=comm_device)
-        broadcast(bucket)
+    batch_bytes = 0
+    for i, (key, dtype, shape) in enumerate(names):
+        buffer = torch.empty(byte_count(dtype, shape), dtype=torch.uint8, device=comm_device)
+        if buffer.numel():
+            broadcast(buffer)
         if module is None:
             continue
-        sd = {e.key: unpack(bucket, e.spec).to(device=home, copy=True) for e in entries if e.bucket == index}
-        result = module.load_state_dict(sd, strict=False, assign=True)
-        if result.unexpected_keys:
-            raise TDPGroupError(f"the worker's replica has no weights named {', '.join(result.unexpected_keys[:5])}; "
-                                "rank 0 and this worker build different modules (ComfyUI versions differ?)")
-        loaded.update(sd)
+        batch[key] = buffer.view(dtype).reshape(shape).to(device=home, copy=True)
+        batch_bytes += buffer.numel()
+        if i + 1 == len(names) or batch_bytes >= LOAD_BYTES:
+            result = module.load_state_dict(batch, strict=False, assign=True)
+            if result.unexpected_keys:
+                raise TDPGroupError(f"the worker's replica has no weights named {', '.join(result.unexpected_keys[:5])}; "
+                                    "rank 0 and this worker build different modules (ComfyUI versions differ?)")
+            loaded.update(batch)
+            batch, batch_bytes = {}, 0
     missing = [k for k in (module.state_dict() if module is not None else {}) if k not in loaded]
     if missing:
         raise TDPGroupError(f"rank 0 sent no weights for {', '.join(missing[:5])} (+{max(len(missing) - 5, 0)} more); "
                             "rank 0 and this worker build different modules (ComfyUI versions differ?)")
-
-
-@dataclass(frozen=True)
-class ModelRecipe:
-    """A diffusion model's construction config: (class, attributes) of its `model_config`.
-
-    Not the object itself: newer ComfyUI gives model configs a `__getattr__` that answers None for anything
-    missing, which breaks plain pickling (`__setstate__` comes back as None).
-    """
-
-    config_state: bytes
-
-    @classmethod
-    def of(cls, patcher: Any) -> "ModelRecipe":
-        config = patcher.model.model_config
-        try:
-            return cls(dumps((type(config), dict(vars(config)))))
-        except Exception as e:  # e.g. custom operations built as local classes
-            raise TDPGroupError(f"this model's configuration ({type(config).__name__}) cannot be sent to the "
-                                f"worker ranks: {e}") from e
-
-    def build(self, device: torch.device, source_package: str) -> tuple[torch.nn.Module, torch.device]:
-        """The empty BaseModel (ComfyUI's own class, TDP's per-tile positions) and where its weights go."""
-        from .wire import loads
-
-        cls, attributes = loads(self.config_state, source_package)
-        config = cls.__new__(cls)
-        config.__dict__.update(attributes)
-        model = config.get_model({}, "", device=device).to(device).eval()
-        dm = model.diffusion_model
-        if hasattr(dm, "patchifier") and not isinstance(dm.patchifier, ShiftedGridPatchifier):
-            dm.patchifier = ShiftedGridPatchifier(dm.patchifier)  # what rank 0 applies as an object patch
-        return model, device
-
-    def wrap(self, module: torch.nn.Module, device: torch.device) -> Any:
-        return module

@@ -23,11 +23,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..tiling import owner_of
 from . import wire as W
-from .decode import Gather
 from .launch import (check_versions, describe_exit, diagnose, interface_of, listen_socket, resolve_ipv4,
                      start_local_workers, stop_processes, where, worker_config)
-from .replica import fill_bucket, patched_weights, plan_buckets, replica_key
+from .replica import replica_key, send_weights
 from .settings import RANK0_NCCL_ENV, GroupSettings, TDPGroupError, set_rank0_nccl_env
 
 log = logging.getLogger(__name__)
@@ -129,9 +129,10 @@ class Session:
         self._pg = True
 
     # -- the seam -----------------------------------------------------------------------------------------
-    def reduce(self, kind: str, patcher: Any, make_recipe: Any, job: Any, partial: Any) -> torch.Tensor:
-        """`partial`'s sum over every rank, the workers running `job` on their `kind` replica of `patcher`
-        (sent with `make_recipe(patcher)` when its replica key changed).
+    def run(self, kind: str, patcher: Any, make_recipe: Any, job: Any, partial: Any, into: Any = None) -> Any:
+        """`partial`'s sum over every rank (or, with `into` = (plan, out), every rank's tiles in `out`), the
+        workers running `job` on their `kind` replica of `patcher` (sent with `make_recipe(patcher)` when its
+        replica key changed).
 
         If this breaks off while a message is pending, the ranks are out of step: the session is closed
         (workers killed) before the error goes on.
@@ -141,7 +142,7 @@ class Session:
                 key = replica_key(patcher)
                 if self.held.get(kind) != key:
                     self._send_replica(kind, key, patcher, make_recipe(patcher))
-                return self._run(kind, job, partial)
+                return self._run(kind, job, partial, into)
             except BaseException:
                 if self.pending is not None and not self.closed:
                     log.error("LTX TDP: a %s job broke off mid-exchange; stopping the worker group", kind)
@@ -149,36 +150,30 @@ class Session:
                 raise
 
     def _send_replica(self, kind: str, key: str, patcher: Any, recipe: Any) -> None:
-        sd = patcher.model.state_dict()
-        entries, sizes = plan_buckets(list(sd.items()))
+        sd = patcher.model.state_dict(keep_vars=True)
+        names = tuple((k, t.dtype, tuple(t.shape)) for k, t in sd.items())
+        placeholders = frozenset(id(t) for t in sd.values())  # a recipe holding the module pickles it without them
         del sd
-        seq = self.post(lambda s: W.ReplicaMessage(s, kind, key, recipe, entries, sizes))
-        log.info("LTX TDP: sending the %s to %d worker rank(s): %.1f MiB in %d broadcast(s)", kind, len(self.workers),
-                 sum(sizes) / 2**20, len(sizes))
-        weights = patched_weights(patcher)
-        for index, size in enumerate(sizes):
-            bucket = torch.empty(size, dtype=torch.uint8, device=self.comm_device)
-            fill_bucket(bucket, index, entries, weights)
-            self.collective(f"while sending the {kind}", dist.broadcast, bucket, src=0)
-            del bucket
+        what = f"while sending the {kind}"
+        seq = self.post(_pickle(W.ReplicaMessage(self.seq + 1, kind, key, recipe, names), f"the {kind}",
+                                        placeholders))
+        log.info("LTX TDP: sending the %s to %d worker rank(s): %.1f MiB in %d tensors", kind, len(self.workers),
+                 sum(W.byte_count(d, s) for _, d, s in names) / 2**20, len(names))
+        send_weights(patcher, names, lambda b: self.collective(what, dist.broadcast, b.to(self.comm_device), src=0))
         self.wait_acks(seq, f"while the workers loaded the {kind}")
         self.pending = None
         self.held[kind] = key
 
-    def _run(self, kind: str, job: Any, partial: Any) -> torch.Tensor:
-        gather = job if isinstance(job, Gather) else None
-        sent = gather.job if gather else job
-        tensors: list[torch.Tensor] = []
-        fields = W.split_tensors(dict(vars(sent)), tensors)  # a job dataclass's fields: the worker calls type(sent)(**fields)
-        specs, nbytes = W.layout(tensors)
+    def _run(self, kind: str, job: Any, partial: Any, into: Any) -> Any:
         clock, stats = time.perf_counter(), self.stats
-        tiles = (gather.plan, gather.lead) if gather else None
-        seq = self.post(lambda s: W.JobMessage(s, kind, self.held[kind], type(sent), fields, specs, nbytes, tiles))
-        what = f"during {'a tiled VAE decode' if gather else 'a model call'} (message {seq})"
-        if nbytes:
-            self.collective(what, dist.broadcast, W.pack(tensors, specs, nbytes, self.comm_device), src=0)
+        payload = _pickle(job, f"this {kind} job")
+        gather = (into[0], into[1].shape[: into[1].ndim - len(into[0].shape)]) if into else None
+        seq = self.post(W.dumps(W.JobMessage(self.seq + 1, kind, self.held[kind], len(payload), gather)))
+        what = f"during {'a tiled VAE decode' if into else 'a model call'} (message {seq})"
+        buffer = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(self.comm_device)
+        self.collective(what, dist.broadcast, buffer, src=0)
         clock = _lap(stats, "send", clock)
-        receive = (lambda tile: gather.receive(self, what, tile.index)) if gather else None
+        receive = self._receiver(what, *into) if into else None
         failure: BaseException | None = None
         try:
             result = partial(0, self.world, receive)
@@ -187,14 +182,13 @@ class Session:
                 raise
             failure, result = e, None
             self.store.set(f"stop/{seq}", b"1")
-        if gather:
-            gather.receive(self, what, len(gather.plan.tiles))
-            result = gather.out
+        if receive:
+            receive(None)
         clock = _lap(stats, "tiles", clock)
         self.wait_acks(seq, what)
         clock = _lap(stats, "wait", clock)
-        if not gather:
-            flat = result if result is not None else torch.zeros(sent.numel, dtype=torch.float32)
+        if not into:
+            flat = result if result is not None else torch.zeros(job.numel, dtype=torch.float32)
             buffer = flat.to(self.comm_device)
             self.collective(what, dist.all_reduce, buffer, op=dist.ReduceOp.SUM)
             result = buffer.to(flat.device)
@@ -202,18 +196,30 @@ class Session:
         self.pending = None
         _lap(stats, "reduce", clock)
         stats["jobs"] += 1
-        stats["send_bytes"] += nbytes
+        stats["send_bytes"] += len(payload)
         if failure is not None:
             raise failure
         return result
 
+    def _receiver(self, what: str, plan: Any, out: torch.Tensor) -> Any:
+        """receive(before): add the workers' tiles enumerated before tile `before` (all when None) into `out`, in
+        tile order. Rank 0 calls it before each of its own tiles: the workers' earlier tiles are ready by then."""
+        lead = out.shape[: out.ndim - len(plan.shape)]
+        queue = collections.deque(t for t in plan.tiles if owner_of(t.index, self.world))
+
+        def receive(before: Any) -> None:
+            while queue and (before is None or queue[0].index < before.index):
+                tile = queue.popleft()
+                buffer = torch.empty((*lead, *tile.shape), dtype=torch.float32, device=self.comm_device)
+                self.collective(what, lambda: dist.irecv(buffer, src=owner_of(tile.index, self.world)))
+                out[(Ellipsis, *tile.slices)] += buffer.to(out.device)
+
+        return receive
+
     # -- messages and collectives ---------------------------------------------------------------------------
-    def post(self, make: Any) -> int:
-        """Publish message seq+1 (built by `make(seq)`); every worker acknowledged the previous one."""
-        try:
-            data = W.dumps(make(self.seq + 1))
-        except Exception as e:  # nothing was posted: the group is still in step
-            raise TDPGroupError(f"LTX TDP: this job cannot be sent to the worker ranks: {e}") from e
+    def post(self, data: bytes) -> int:
+        """Publish message seq+1 (`data`, a pickled message carrying that seq); every worker acknowledged the
+        previous one."""
         self.seq += 1
         if self.seq > 1:
             self.store.delete_key(f"msg/{self.seq - 1}")
@@ -266,7 +272,7 @@ class Session:
             self.closed = True
         if self.store is not None and self.workers:
             with contextlib.suppress(Exception):  # live workers (external ones included) leave on their own
-                seq = self.post(lambda s: W.ShutdownMessage(s))
+                seq = self.post(W.dumps(W.ShutdownMessage(self.seq + 1)))
                 if not kill:
                     self.store.wait([f"done/{seq}"], datetime.timedelta(seconds=5))
         if self._pg:  # after a fault, abort: destroying waits on communicators a dead or hung peer may hold
@@ -280,6 +286,14 @@ class Session:
             self._pg = False
         stop_processes(list(self.procs.values()), grace_s=0.5 if kill else 5.0)
         self.store = self._server = None
+
+
+def _pickle(obj: Any, what: str, placeholders: frozenset[int] = frozenset()) -> bytes:
+    try:
+        return W.dumps(obj, placeholders)
+    except Exception as e:  # nothing was posted: the group is still in step
+        raise TDPGroupError(f"LTX TDP: {what} cannot be sent to the worker ranks: {e}. Without tdp_group it "
+                            "runs on this machine.") from e
 
 
 def _lap(stats: Any, phase: str, since: float) -> float:

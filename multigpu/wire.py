@@ -1,4 +1,4 @@
-"""What travels between rank 0 and the workers: store keys, messages, pickles and packed tensors.
+"""What travels between rank 0 and the workers: store keys, messages and pickles.
 
 Control plane, keys of the group's TCPStore under `ltx_tdp/` (values are pickles or text):
 
@@ -12,8 +12,8 @@ Control plane, keys of the group's TCPStore under `ltx_tdp/` (values are pickles
     hb/<r>           r -> 0    heartbeat counter (TCPStore.add every HEARTBEAT_S, from a thread of the worker)
 
 Data plane (torch.distributed, only right after a message names it): a ReplicaMessage is followed by one
-broadcast per weight bucket; a JobMessage by one broadcast of the job's tensors, then the acks and one
-all_reduce(SUM) (model calls), or each worker's tiles sent to rank 0, then the acks (VAE decodes).
+broadcast per weight (its bytes); a JobMessage by one broadcast of the pickled job (its tensors inside),
+then the acks and one all_reduce(SUM) (model calls), or each worker's tiles sent to rank 0 (VAE decodes).
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ STARTUP_MIN_S = 60.0
 HEARTBEAT_S = 0.5
 """Heartbeats exist for one question only: which worker stalled when a collective timed out. The collective
 cannot say (every peer is in it); a SIGSTOPped or frozen process stops its heartbeat thread too."""
-ALIGN = 16
-"""Byte alignment of every tensor inside a packed buffer (so `.view(dtype)` needs no copy)."""
 WORKER_PACKAGE = "ltx_tdp"
 """The package name a worker registers the pack under (worker_main.py)."""
+
+WeightName = tuple[str, torch.dtype, tuple[int, ...]]
+"""(state-dict key, dtype, shape) of one weight."""
 
 
 @dataclass(frozen=True)
@@ -53,56 +54,27 @@ class WorkerConfig:
 
 
 @dataclass(frozen=True)
-class TensorSpec:
-    """Where one tensor lies in a packed uint8 buffer."""
-
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    offset: int
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class TensorRef:
-    """Stands in for the index-th tensor of a packed payload inside a pickled object tree."""
-
-    index: int
-
-
-@dataclass(frozen=True)
-class WeightEntry:
-    key: str
-    bucket: int
-    spec: TensorSpec
-
-
-@dataclass(frozen=True)
 class ReplicaMessage:
-    """Build replica `key` from `recipe` (multigpu.replica) and load the weights that follow, as rank 0 has them."""
+    """Build replica `key` with `recipe.build(device)` and load the weights that follow, one broadcast each in
+    the order of `weights`, as rank 0 computes with them. A worker holds one replica per `kind`."""
 
     seq: int
     kind: str
-    """"model" or "vae": a worker holds one replica of each kind."""
     key: str
     recipe: Any
-    entries: tuple[WeightEntry, ...]
-    bucket_bytes: tuple[int, ...]
+    weights: tuple[WeightName, ...]
 
 
 @dataclass(frozen=True)
 class JobMessage:
-    """Run job `job_type(**fields)` (fields with TensorRefs; the tensors follow in one broadcast of
-    `payload_bytes`) on the `kind` replica `replica_key`; `gather`: send tiles to rank 0, no all_reduce."""
+    """Run the job (`job_bytes` of pickle, one broadcast) on the `kind` replica `replica_key`. `gather`: None
+    for one all_reduce of `job.run`'s flat sum; else (TilePlan, lead shape): send each tile to rank 0."""
 
     seq: int
     kind: str
     replica_key: str
-    job_type: type
-    fields: dict[str, Any]
-    tensors: tuple[TensorSpec, ...]
-    payload_bytes: int
+    job_bytes: int
     gather: Any
-    """None: one all_reduce of `job.run`'s flat sum; else (TilePlan, lead shape): send each tile to rank 0."""
 
 
 @dataclass(frozen=True)
@@ -110,15 +82,37 @@ class ShutdownMessage:
     seq: int
 
 
+def byte_view(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s elements as a flat uint8 tensor (a view when `t` is contiguous): how any dtype travels."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
-def dumps(obj: Any) -> bytes:
-    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+def byte_count(dtype: torch.dtype, shape: tuple[int, ...]) -> int:
+    return torch.Size(shape).numel() * dtype.itemsize
 
 
-class _RenamingUnpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, source: str | None, target: str):
+class _Pickler(pickle.Pickler):
+    """Tensors travel as (is_parameter, dtype, shape, their own bytes), so a view never drags its base along;
+    tensors in `placeholders` (by id, e.g. a module's weights that follow by broadcast) as no bytes at all."""
+
+    def __init__(self, file: io.BytesIO, placeholders: frozenset[int]):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.placeholders = placeholders
+
+    def persistent_id(self, obj: Any) -> Any:
+        if not isinstance(obj, torch.Tensor):
+            return None
+        data = None if id(obj) in self.placeholders else byte_view(obj.to("cpu")).numpy().tobytes()
+        return isinstance(obj, torch.nn.Parameter), obj.dtype, tuple(obj.shape), data
+
+
+class _Unpickler(pickle.Unpickler):
+    """Loads `_Pickler`'s pickles: tensors on `device`, placeholders empty on the meta device, and classes of
+    the pack's `source` package imported from `target` (the worker's name for it)."""
+
+    def __init__(self, data: bytes, source: str | None, target: str, device: Any):
         super().__init__(io.BytesIO(data))
-        self.source, self.target = source, target
+        self.source, self.target, self.device = source, target, device
 
     def find_class(self, module: str, name: str) -> Any:
         s = self.source
@@ -126,65 +120,26 @@ class _RenamingUnpickler(pickle.Unpickler):
             module = self.target + module[len(s):]
         return super().find_class(module, name)
 
-
-def loads(data: bytes, source_package: str | None = None, target_package: str = WORKER_PACKAGE) -> Any:
-    """Unpickle `data`, importing classes of the pack's `source_package` from `target_package` instead.
-
-    torch.distributed peers trust each other: only use this on data from the group's own store.
-    """
-    return _RenamingUnpickler(data, source_package, target_package).load()
-
-
-def _walk(obj: Any, leaf: Any) -> Any:
-    """`obj` with `leaf(x)` for every tensor or TensorRef x inside its dicts, lists and tuples."""
-    if isinstance(obj, (torch.Tensor, TensorRef)):
-        return leaf(obj)
-    if isinstance(obj, dict):
-        return {k: _walk(v, leaf) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_walk(v, leaf) for v in obj]
-    if isinstance(obj, tuple) and not isinstance(obj, torch.Size) and not hasattr(obj, "_fields"):
-        return tuple(_walk(v, leaf) for v in obj)
-    return obj
+    def persistent_load(self, pid: Any) -> Any:
+        is_parameter, dtype, shape, data = pid
+        if data is None:
+            t = torch.empty(shape, dtype=dtype, device="meta")
+        elif data:
+            t = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape).to(self.device)
+        else:
+            t = torch.empty(shape, dtype=dtype, device=self.device)
+        return torch.nn.Parameter(t, requires_grad=False) if is_parameter else t
 
 
-def split_tensors(obj: Any, out: list[torch.Tensor]) -> Any:
-    """`obj` with every tensor replaced by a TensorRef; the tensors appended to `out`."""
-    return _walk(obj, lambda t: out.append(t) or TensorRef(len(out) - 1))
+def dumps(obj: Any, placeholders: frozenset[int] = frozenset()) -> bytes:
+    """`obj` pickled, its tensors by value (on any device, any dtype) except those in `placeholders`."""
+    out = io.BytesIO()
+    _Pickler(out, placeholders).dump(obj)
+    return out.getvalue()
 
 
-def join_tensors(obj: Any, tensors: list[torch.Tensor]) -> Any:
-    """Inverse of split_tensors."""
-    return _walk(obj, lambda ref: tensors[ref.index])
-
-
-def layout(tensors: list[torch.Tensor], start: int = 0) -> tuple[tuple[TensorSpec, ...], int]:
-    """Byte layout of `tensors` packed one after another (ALIGN-aligned) from `start`; and the end."""
-    specs, at = [], start
-    for t in tensors:
-        at = -(-at // ALIGN) * ALIGN
-        nbytes = t.numel() * t.element_size()
-        specs.append(TensorSpec(t.dtype, tuple(t.shape), at, nbytes))
-        at += nbytes
-    return tuple(specs), at
-
-
-def put(buffer: torch.Tensor, spec: TensorSpec, t: torch.Tensor) -> None:
-    """Copy `t`'s data into the uint8 `buffer` where `spec` (from `layout`) places it."""
-    if spec.nbytes:
-        buffer[spec.offset:spec.offset + spec.nbytes].copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))
-
-
-def pack(tensors: list[torch.Tensor], specs: tuple[TensorSpec, ...], nbytes: int, device: Any) -> torch.Tensor:
-    """One uint8 buffer on `device` holding `tensors` at `specs` (from `layout`)."""
-    buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    for t, s in zip(tensors, specs):
-        put(buffer, s, t)
-    return buffer
-
-
-def unpack(buffer: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
-    """The tensor `spec` describes, as a view of the uint8 `buffer`."""
-    if spec.nbytes == 0:
-        return torch.empty(spec.shape, dtype=spec.dtype, device=buffer.device)
-    return buffer[spec.offset:spec.offset + spec.nbytes].view(spec.dtype).view(spec.shape)
+def loads(data: bytes, source_package: str | None = None, target_package: str = WORKER_PACKAGE,
+          device: Any = "cpu") -> Any:
+    """Unpickle `dumps`'s `data`: tensors on `device`, classes of the pack's `source_package` imported from
+    `target_package`. torch.distributed peers trust each other: only use this on the group's own data."""
+    return _Unpickler(data, source_package, target_package, device).load()

@@ -153,21 +153,20 @@ class Worker:
             torch.cuda.empty_cache()
         error, module, home = None, None, self.device
         try:
-            module, home = msg.recipe.build(self.device, self.config.source_package)
-        except Exception as e:  # still take every bucket, or rank 0 would wait in its broadcast
+            module, home = msg.recipe.build(self.device)
+        except Exception as e:  # still take every weight, or rank 0 would wait in its broadcast
             error = e
-        receive_weights(module, msg.entries, msg.bucket_bytes, lambda b: dist.broadcast(b, src=0), self.comm_device, home)
+        receive_weights(module, msg.weights, lambda b: dist.broadcast(b, src=0), self.comm_device, home)
         if error is not None:
             raise error
         self.replicas[msg.kind] = (msg.key, msg.recipe.wrap(module, self.device))
-        log.info("rank %d: %s replica ready (%d tensors)", self.rank, msg.kind, len(msg.entries))
+        log.info("rank %d: %s replica ready (%d tensors)", self.rank, msg.kind, len(msg.weights))
 
     def _job(self, msg: W.JobMessage):
-        buffer = torch.empty(msg.payload_bytes, dtype=torch.uint8, device=self.comm_device)
-        if msg.payload_bytes:
-            dist.broadcast(buffer, src=0)
+        buffer = torch.empty(msg.job_bytes, dtype=torch.uint8, device=self.comm_device)
+        dist.broadcast(buffer, src=0)
         home = self.device if msg.gather is None else torch.device("cpu")
-        job = msg.job_type(**W.join_tensors(msg.fields, [W.unpack(buffer, s).to(home) for s in msg.tensors]))
+        job = W.loads(buffer.cpu().numpy().tobytes(), self.config.source_package, device=home)
         del buffer
         stop = f"stop/{msg.seq}"
 
@@ -200,7 +199,7 @@ class Worker:
         error: Exception | None = None
         try:
             self._place_model(torch.device("cpu"))  # the VAE needs the room, as ComfyUI makes room on rank 0
-            prepared = job.prepare(self._replica(msg))
+            weighted_tile = job.tiles(self._replica(msg))
         except Exception as e:
             error = e
         skip, in_flight = error is not None, None
@@ -209,7 +208,7 @@ class Worker:
             if not skip:
                 try:
                     before_tile(tile)
-                    result = job.weighted_tile(prepared, tile)
+                    result = weighted_tile(tile)
                 except _Stopped:
                     skip = True
                 except Exception as e:

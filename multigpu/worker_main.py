@@ -26,7 +26,9 @@ EXIT_TERMINATED = 143
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="LTX TDP worker rank: joins a ComfyUI (rank 0) over torch.distributed.")
     p.add_argument("--comfyui-dir", required=True, help="the ComfyUI directory (holds comfy/ and main.py)")
-    p.add_argument("--rank", type=int, default=None, help="run one rank, 1 .. world-size - 1, in this process")
+    p.add_argument("--rank", type=int, default=None,
+                   help="run one rank, 1 .. world-size - 1, in this process (wins over --gpus: --gpus starts its "
+                   "processes with the same arguments plus --rank)")
     p.add_argument("--gpus", type=int, default=0, help="start this many local ranks, one per GPU (or per --device)")
     p.add_argument("--first-rank", type=int, default=1, help="the rank of the first of the --gpus local ranks")
     p.add_argument("--world-size", type=int, required=True, help="number of ranks, ComfyUI (rank 0) included")
@@ -42,8 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="after the group ends, wait for rank 0 to start a new one (for workers on other hosts)")
     p.add_argument("--parent-pipe", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if (args.rank is None) == (args.gpus < 1):
-        p.error("give either --rank (one rank) or --gpus N (N local ranks)")
+    if args.rank is None and args.gpus < 1:
+        p.error("give --rank (one rank) or --gpus N (N local ranks)")
     first, last = (args.rank, args.rank) if args.rank is not None else (args.first_rank, args.first_rank + args.gpus - 1)
     if not 1 <= first <= last < args.world_size:
         p.error(f"ranks {first}..{last} must lie between 1 and {args.world_size - 1} (rank 0 is ComfyUI)")
@@ -55,16 +57,8 @@ def start_local_ranks(args: argparse.Namespace, argv: list[str]) -> int:
     exit code is 0 when every rank ended cleanly, else the first failure's."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std, start_processes
 
-    keep, skip = [], {"--gpus", "--first-rank", "--log-dir"}
-    it = iter(argv)
-    for a in it:
-        if a.split("=")[0] in skip:
-            if "=" not in a:
-                next(it, None)
-        else:
-            keep.append(a)
     ranks = range(args.first_rank, args.first_rank + args.gpus)
-    cmd_args = {i: (str(HERE / "worker_main.py"), *keep, "--rank", str(r)) for i, r in enumerate(ranks)}
+    cmd_args = {i: (str(HERE / "worker_main.py"), *argv, "--rank", str(r)) for i, r in enumerate(ranks)}
     envs = {i: {"LOCAL_RANK": str(i), "RANK": str(r), "WORLD_SIZE": str(args.world_size), "MASTER_ADDR":
                 args.master_addr, "MASTER_PORT": str(args.master_port), "PYTHONUNBUFFERED": "1"}
             for i, r in enumerate(ranks)}

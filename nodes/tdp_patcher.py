@@ -6,6 +6,7 @@ from comfy_api.latest import io
 
 from ..ltx.audio import AUDIO_HELD, AUDIO_MODES, LEGACY_AUDIO_MODES, audio_mode as audio_mode_value
 from ..ltx.model_call import TDPSettings
+from ..ltx.model_job import model_runner
 from ..ltx.patch import apply_tdp
 from .types import CATEGORY, TDP_GROUP, TILING
 
@@ -57,5 +58,5 @@ class TDPModelPatcherNode(io.ComfyNode):
                 tdp_group=None) -> io.NodeOutput:
         settings = TDPSettings(tiling=tiling, normalize_positions=normalize_positions,
                                audio_mode=audio_mode_value(audio_mode))
-        runner = tdp_group.model_runner(model) if tdp_group is not None else None
+        runner = model_runner(tdp_group, model) if tdp_group is not None else None
         return io.NodeOutput(apply_tdp(model, settings, runner))

@@ -7,6 +7,8 @@ from comfy_api.latest import io
 from ..ltx.vae_decode import (
     DEFAULT_QUALITY, DEFAULT_SPATIAL_CONTEXT, QUALITY_PRESETS, decode_tiled, image_batch, preset_context,
 )
+from ..ltx.vae_replica import vae_runner
+from ..tiling.seam import LOCAL
 from .types import CATEGORY, TDP_GROUP
 
 
@@ -86,8 +88,8 @@ class TiledVAEDecodeNode(io.ComfyNode):
             bar.update_absolute(done, total)
 
         spatial_context, temporal_context = preset_context(vae, quality, context_cells)
-        decode = tdp_group.decode if tdp_group is not None else decode_tiled
-        frames = decode(vae, samples["samples"], spatial_tile=spatial_tile, spatial_overlap=spatial_overlap,
+        group = vae_runner(tdp_group, vae) if tdp_group is not None else LOCAL
+        frames = decode_tiled(vae, samples["samples"], group=group, spatial_tile=spatial_tile, spatial_overlap=spatial_overlap,
                         temporal_tile=temporal_tile, temporal_overlap=temporal_overlap,
                         spatial_context=spatial_context, temporal_context=temporal_context, progress=progress)
         return io.NodeOutput(image_batch(frames))

@@ -2,8 +2,12 @@
 
 A tile loop hands its group `partial(rank, world, before_tile)`: the window-weighted sum of the tiles that
 `rank` of `world` ranks owns (round-robin, `TilePlan.tiles_for_rank`), running `before_tile(tile)`, when
-given, before each tile. The group returns the sum over every rank, which is the whole blend. What the
-other ranks run is described by `job`; `LOCAL`, the one-process group, needs none.
+given, before each tile. What the other ranks run is described by `job`; `LOCAL`, the one-process group,
+needs none. Two ways to combine the ranks' sums:
+
+* `reduce`: the sum over every rank, on every rank (one all_reduce): model calls.
+* `gather`: every rank's tiles of `plan` end up in this rank's `out`, which `partial` accumulates into;
+  the other ranks send theirs tile by tile, so none of them holds more than a tile (VAE decodes).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any, Optional, Protocol
 
 import torch
 
-from .plan import Tile
+from .plan import Tile, TilePlan
 
 BeforeTile = Optional[Callable[[Tile], None]]
 Partial = Callable[[int, int, BeforeTile], torch.Tensor]
@@ -24,12 +28,18 @@ class TileGroup(Protocol):
     def reduce(self, job: Any, partial: Partial) -> torch.Tensor:
         """The sum over every rank of the group of `partial(rank, world, before_tile)`."""
 
+    def gather(self, job: Any, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
+        """Every rank's window-weighted tiles of `plan` summed into `out` (which `partial` fills on this rank)."""
+
 
 class LocalGroup:
     """One rank: rank 0 of 1 owns every tile, so its partial sum is already the blend."""
 
     def reduce(self, job: Any, partial: Partial) -> torch.Tensor:
         return partial(0, 1, None)
+
+    def gather(self, job: Any, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
+        partial(0, 1, None)
 
 
 LOCAL = LocalGroup()

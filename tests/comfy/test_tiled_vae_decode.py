@@ -215,15 +215,40 @@ def test_a_chunk_that_starts_inside_the_clip_lines_up_with_the_untiled_frames(va
     assert min(per_frame) >= 40, f"worst frame {per_frame.index(min(per_frame))}: {min(per_frame):.1f} dB"
 
 
-def test_ranks_partial_sums_add_up_to_the_full_decode(vae):
+class RanksInOneProcess:
+    """A tile group (tiling.seam) whose `world` ranks all run in this process, one after another. It keeps
+    what each rank added to the output, and the job and plan a worker rank would receive."""
+
+    def __init__(self, world: int):
+        self.world, self.parts = world, []
+
+    def gather(self, job, partial, plan, out) -> None:
+        self.job, self.plan = job, plan
+        for rank in range(self.world):
+            before = out.clone()
+            partial(rank, self.world, None)
+            self.parts.append(out - before)
+
+
+def test_ranks_partial_sums_add_up_to_the_full_decode_and_the_job_gives_each_ranks_tiles(vae):
     x = latent(2, 4, 4, seed=5)
     settings = dict(spatial_tile=96, spatial_overlap=16, spatial_context=1)
-    full = tiled(vae, x, **settings)
-    parts = [tiled(vae, x, rank=r, world=2, **settings) for r in range(2)]
-    total = parts[0] + parts[1]
+    full = tiled(vae, x, **settings).permute(0, 4, 1, 2, 3)  # channels first, as the ranks' sums are
+    two = RanksInOneProcess(2)
+    tiled(vae, x, group=two, **settings)
+    total = two.parts[0] + two.parts[1]
     assert torch.allclose(total, full, rtol=0, atol=1e-6), f"off by {(total - full).abs().max().item():.2e}"
-    idle = tiled(vae, x, rank=7, world=8, **settings)  # 4 tiles, 8 ranks: rank 7 has none
-    assert idle.shape == full.shape and not idle.any(), "a rank without tiles must return zeros of full shape"
+    assert all(p.abs().max() > 0.1 for p in two.parts), "a rank with tiles added nothing"
+    weighted_tile = two.job.tiles(vae)  # what a worker rank runs for its tiles
+    for rank, part in enumerate(two.parts):
+        sent = torch.zeros_like(full)
+        for tile in two.plan.tiles_for_rank(rank, 2):
+            sent[(Ellipsis, *tile.slices)] += weighted_tile(tile)
+        err = (sent - part).abs().max().item()
+        assert err <= 1e-6, f"rank {rank}: the job's tiles differ from the rank's partial sum by {err:.2e}"
+    eight = RanksInOneProcess(8)  # 4 tiles, 8 ranks: rank 7 has none
+    tiled(vae, x, group=eight, **settings)
+    assert not eight.parts[7].any(), "a rank without tiles must add nothing"
 
 
 # --- decode noise ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ LATENT = (1, 128, 4, 8, 8)  # 25 frames of 256 x 256: 4 x 4 x 2 tiles
 
 def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_names, group_factory, tmp_path):
     from ltx_tdp.ltx.vae_decode import decode_tiled, prepare_decode
+    from ltx_tdp.ltx.vae_replica import vae_runner
 
     meter = _load_meter()
     vae = load_vae(model_names)
@@ -46,8 +47,9 @@ def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_n
                               env={**os.environ, "TDP_METER_OUT": str(out)}, start_new_session=True)
     try:
         group = group_factory(2, timeout_s=60, external_workers=True, port=port, address="127.0.0.1")
-        group.decode(vae, x, **SETTINGS)  # warm up: loading the VAE replica is not the decode's peak
-        multi = group.decode(vae, x, **SETTINGS)
+        over = vae_runner(group, vae)
+        decode_tiled(vae, x, group=over, **SETTINGS)  # warm up: loading the VAE replica is not the decode's peak
+        multi = decode_tiled(vae, x, group=over, **SETTINGS)
         err = (multi - decode_tiled(vae, x, **SETTINGS)).abs().max().item()
         assert err <= 1e-6, f"the metered 2-rank decode differs from single-process by {err:.3e}"
         group.shutdown()

@@ -16,8 +16,9 @@ LAYOUTS = {"4-tiles": dict(height=(2, 2), width=(2, 2)), "2-tiles": dict(width=(
 def _tdp(model, layout, group=None):
     from ltx_tdp.ltx.model_call import TDPSettings
     from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model_job import model_runner
 
-    runner = group.model_runner(model) if group is not None else None
+    runner = model_runner(group, model) if group is not None else None
     return apply_tdp(model, TDPSettings(tiling(**layout)), runner)
 
 

@@ -22,9 +22,10 @@ LAYOUT = dict(height=(2, 2), width=(2, 2))
 def _tdp(model, audio_mode: str, group=None):
     from ltx_tdp.ltx.model_call import TDPSettings
     from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model_job import model_runner
 
     return apply_tdp(model, TDPSettings(tiling(**LAYOUT), True, audio_mode),
-                     group.model_runner(model) if group else None)
+                     model_runner(group, model) if group else None)
 
 
 @pytest.mark.parametrize("mode", ["held", "average"])

@@ -18,8 +18,9 @@ LAYOUT = dict(height=(2, 2), width=(2, 2))
 def _tdp(model, group):
     from ltx_tdp.ltx.model_call import TDPSettings
     from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model_job import model_runner
 
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model))
+    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model))
 
 
 def test_20_consecutive_2_rank_prompts_leak_no_process_and_no_memory(comfy, ltxv, group_factory, live_workers):

@@ -20,8 +20,9 @@ LAYOUT = dict(height=(2, 2), width=(2, 2))
 def _tdp(model, group=None):
     from ltx_tdp.ltx.model_call import TDPSettings
     from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model_job import model_runner
 
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
+    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model) if group else None)
 
 
 def documented_command(comfy_dir, rank: int, world: int, port: int) -> list[str]:

@@ -1,65 +1,114 @@
-"""The protocol's pure parts: tensors out of and back into object trees, byte packing, renamed pickles,
-weight buckets."""
+"""The protocol's pure parts: pickles that carry tensors by value (any dtype, views without their base,
+placeholders for weights that follow by broadcast), renamed pack classes, and the weight transfer's two
+halves joined in one process (the real broadcasts run in the multi-process tests)."""
 
 from __future__ import annotations
 
-import pickle
-
+import pytest
 import torch
 
 
-def test_tensors_leave_an_object_tree_and_come_back_bit_for_bit_in_any_dtype():
-    from ltx_tdp.multigpu import wire as P
-
-    tree = {"x": torch.randn(2, 3, 4), "kw": {"mask": torch.ones(1, 5, dtype=torch.bool), "rate": 25.0,
-                                               "shapes": [torch.Size([1, 2]), (3, 4)]},
+def _tree():
+    base = torch.randn(1000)
+    return {"x": torch.randn(2, 3, 4), "kw": {"mask": torch.ones(1, 5, dtype=torch.bool), "rate": 25.0,
+                                              "shapes": [torch.Size([1, 2]), (3, 4)]},
             "entries": [{"w": torch.randn(3).to(torch.bfloat16), "n": 3}], "t": torch.tensor(0.5),
-            "empty": torch.zeros(0, 7), "half": torch.randn(5, dtype=torch.float16)}
-    tensors: list[torch.Tensor] = []
-    skeleton = P.split_tensors(tree, tensors)
-    assert not any(isinstance(v, torch.Tensor) for v in pickle.loads(pickle.dumps(skeleton))["kw"].values())
-    specs, nbytes = P.layout(tensors)
-    assert all(s.offset % P.ALIGN == 0 for s in specs), [s.offset for s in specs]
-    buffer = P.pack(tensors, specs, nbytes, "cpu")
-    back = P.join_tensors(pickle.loads(pickle.dumps(skeleton)), [P.unpack(buffer, s) for s in specs])
-    for a, b in zip(tensors, _flatten(back), strict=True):
+            "empty": torch.zeros(0, 7), "half": torch.randn(5, dtype=torch.float16), "view": base[10:14]}
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in _tensors(v)]
+    if isinstance(tree, (list, tuple)) and not isinstance(tree, torch.Size):
+        return [t for v in tree for t in _tensors(v)]
+    return []
+
+
+def test_tensors_in_an_object_tree_come_back_bit_for_bit_in_any_dtype_on_the_device_asked():
+    from ltx_tdp.multigpu import wire as W
+
+    tree = _tree()
+    data = W.dumps(tree)
+    back = W.loads(data, device="meta")
+    assert all(t.device.type == "meta" for t in _tensors(back)), "tensors did not land on the device asked"
+    back = W.loads(data)
+    for a, b in zip(_tensors(tree), _tensors(back), strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), (a, b)
     assert back["kw"]["rate"] == 25.0 and back["kw"]["shapes"] == [torch.Size([1, 2]), (3, 4)]
+    assert len(data) < 4000, f"{len(data)} bytes: the 4-element view dragged its 1000-element base along"
 
 
-def _flatten(tree) -> list[torch.Tensor]:
-    from ltx_tdp.multigpu import wire as P
+def test_placeholder_weights_travel_without_their_values_and_stay_parameters():
+    from ltx_tdp.multigpu import wire as W
 
-    out: list[torch.Tensor] = []
-    P.split_tensors(tree, out)
-    return out
+    module = torch.nn.Sequential(torch.nn.Linear(300, 300), torch.nn.LayerNorm(300))
+    module.register_buffer("table", torch.arange(5.0), persistent=False)
+    weights = module.state_dict(keep_vars=True)
+    data = W.dumps(module, frozenset(id(t) for t in weights.values()))
+    assert len(data) < 30_000, f"{len(data)} bytes: the weights (360 KB) travelled with the module"
+    back = W.loads(data)
+    for key, t in back.state_dict(keep_vars=True).items():
+        assert t.device.type == "meta" and isinstance(t, torch.nn.Parameter), key
+        assert t.shape == weights[key].shape and t.dtype == weights[key].dtype, key
+    assert torch.equal(back.table, torch.arange(5.0)), "a tensor that is not a weight must keep its values"
 
 
 def test_pickled_pack_classes_are_renamed_to_the_workers_package():
-    from ltx_tdp.multigpu import wire as P
+    from ltx_tdp.multigpu import wire as W
     from ltx_tdp.tiling import AxisTiling
 
-    data = P.dumps(AxisTiling(2, 3))
-    assert P.loads(data, "ltx_tdp", "ltx_tdp") == AxisTiling(2, 3)
+    data = W.dumps(AxisTiling(2, 3))
+    assert W.loads(data, "ltx_tdp", "ltx_tdp") == AxisTiling(2, 3)
     renamed = data.replace(b"ltx_tdp.tiling", b"xyz_pkg.tiling")  # as if ComfyUI named the folder xyz_pkg
     assert renamed != data
-    assert P.loads(renamed, "xyz_pkg", "ltx_tdp") == AxisTiling(2, 3)
+    assert W.loads(renamed, "xyz_pkg", "ltx_tdp") == AxisTiling(2, 3)
 
 
-def test_weight_buckets_hold_every_weight_once_within_the_size_limit():
-    from ltx_tdp.multigpu.replica import fill_bucket, plan_buckets
+def _transfer(source: torch.nn.Module, target: torch.nn.Module | None, monkeypatch, load_bytes: int) -> int:
+    """send_weights into receive_weights through an in-process 'broadcast'; the number of loads."""
+    import comfy.model_patcher
 
-    weights = [(f"w{i}", torch.randn(i + 1, 7)) for i in range(20)] + [("big", torch.randn(100, 100))]
-    entries, sizes = plan_buckets(weights, bucket_bytes=1000)
-    assert [e.key for e in entries] == [k for k, _ in weights]
-    assert all(size <= 1000 for size, b in zip(sizes, range(len(sizes)))
-               if sum(e.bucket == b for e in entries) > 1), sizes
-    source = iter(weights)
-    buckets = []
-    for index, size in enumerate(sizes):
-        bucket = torch.empty(size, dtype=torch.uint8)
-        fill_bucket(bucket, index, entries, source)
-        buckets.append(bucket)
-    for (key, tensor), e in zip(weights, entries):
-        got = buckets[e.bucket][e.spec.offset:e.spec.offset + e.spec.nbytes].view(e.spec.dtype).view(e.spec.shape)
-        assert torch.equal(got, tensor), key
+    from ltx_tdp.multigpu import replica
+
+    patcher = comfy.model_patcher.ModelPatcher(source, load_device="cpu", offload_device="cpu")
+    sent: list[torch.Tensor] = []
+    names = tuple((k, t.dtype, tuple(t.shape)) for k, t in source.state_dict().items())
+    replica.send_weights(patcher, names, lambda b: sent.append(b.clone()))
+    loads = []
+    if target is not None:
+        monkeypatch.setattr(target, "load_state_dict", _counting(target.load_state_dict, loads))
+    monkeypatch.setattr(replica, "LOAD_BYTES", load_bytes)
+    replica.receive_weights(target, names, lambda b: b.copy_(sent.pop(0)), torch.device("cpu"), torch.device("cpu"))
+    assert not sent, "the receiver took fewer weights than were sent"
+    return len(loads)
+
+
+def _counting(fn, calls: list):
+    def counted(*a, **kw):
+        calls.append(1)
+        return fn(*a, **kw)
+    return counted
+
+
+def test_weights_arrive_bit_for_bit_in_any_dtype_loaded_a_bounded_amount_at_a_time(comfy, monkeypatch):
+    source = torch.nn.Sequential(torch.nn.Linear(50, 40), torch.nn.Linear(40, 30).to(torch.bfloat16),
+                                 torch.nn.BatchNorm1d(30))
+    target = torch.nn.Sequential(torch.nn.Linear(50, 40), torch.nn.Linear(40, 30).to(torch.bfloat16),
+                                 torch.nn.BatchNorm1d(30)).to("meta")
+    loads = _transfer(source, target, monkeypatch, load_bytes=1000)
+    for key, want in source.state_dict().items():
+        got = target.state_dict()[key]
+        assert got.dtype == want.dtype and torch.equal(got, want), key
+    assert loads >= 3, f"{loads} loads: 8 KB, 2.6 KB and the rest were not loaded 1 KB (or one tensor) at a time"
+    assert _transfer(source, target.to("meta"), monkeypatch, load_bytes=1 << 20) == 1, "11 KB in more than one load"
+
+
+def test_a_worker_that_builds_another_module_names_the_weights_and_still_takes_every_broadcast(comfy, monkeypatch):
+    from ltx_tdp.multigpu.settings import TDPGroupError
+
+    source = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    with pytest.raises(TDPGroupError, match=r"has no weights named 0\.weight"):
+        _transfer(source, torch.nn.Sequential(torch.nn.Identity(), torch.nn.Linear(4, 4)), monkeypatch, 1 << 20)
+    _transfer(source, None, monkeypatch, 1 << 20)  # after a failed build: every broadcast is still taken

@@ -65,7 +65,10 @@ def _single(vae, x, **settings) -> torch.Tensor:
 
 
 def _over(group, vae, x, progress=None, **settings) -> torch.Tensor:
-    return group.decode(vae, x, progress=progress, **settings)
+    from ltx_tdp.ltx.vae_decode import decode_tiled
+    from ltx_tdp.ltx.vae_replica import vae_runner
+
+    return decode_tiled(vae, x, group=vae_runner(group, vae), progress=progress, **settings)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=LAYOUTS.keys())

@@ -17,8 +17,9 @@ PATCHED_KEY = "diffusion_model.transformer_blocks.0.ff.net.0.proj.weight"
 def _tdp(model, group=None):
     from ltx_tdp.ltx.model_call import TDPSettings
     from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model_job import model_runner
 
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
+    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model) if group else None)
 
 
 def _with_diff_patch(model):

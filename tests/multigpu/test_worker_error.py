@@ -22,8 +22,9 @@ LAYOUT = dict(height=(2, 2), width=(2, 2))
 def _tdp(model, group=None):
     from ltx_tdp.ltx.model_call import TDPSettings
     from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model_job import model_runner
 
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
+    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model) if group else None)
 
 
 def test_a_workers_error_text_reaches_rank_0_with_its_rank_named(comfy, comfy_dir, ltxv, group_factory):

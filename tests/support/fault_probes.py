@@ -16,8 +16,9 @@ def tdp(model: Any, group: Any = None) -> Any:
     """`model` patched for 2 x 2 tiles, its tiles shared by `group` when given."""
     from ltx_tdp.ltx.model_call import TDPSettings
     from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model_job import model_runner
 
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), group.model_runner(model) if group else None)
+    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model) if group else None)
 
 
 def on_rank0_tile(model: Any, n: int, action: Callable[[], None]) -> Any:

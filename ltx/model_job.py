@@ -19,6 +19,7 @@ import torch
 from ..tiling.seam import BeforeTile, TileGroup
 from .model_call import ModelGeometry, TDPSettings, TiledModelCall
 from .positions import ShiftedGridPatchifier
+from .replica_source import PatcherReplica
 
 log = logging.getLogger(__name__)
 
@@ -130,5 +131,5 @@ def model_runner(group: Any, model_patcher: Any) -> TileGroup:
     """The TileGroup over `group` (a multigpu TDPGroup) of a TDP-patched MODEL (see ltx.patch.apply_tdp). The
     weights sent are those of the patcher ComfyUI samples with (`model.current_patcher`, a clone that may carry
     LoRAs added after the TDP patcher), else `model_patcher`."""
-    return group.seam("model", lambda: getattr(model_patcher.model, "current_patcher", None) or model_patcher,
-                      ModelRecipe.of)
+    return group.seam("model", lambda: PatcherReplica(
+        getattr(model_patcher.model, "current_patcher", None) or model_patcher, ModelRecipe.of))

@@ -16,6 +16,7 @@ import torch
 
 from ..tiling.seam import TileGroup
 from ..tiling.vae_axes import AxisScale
+from .replica_source import PatcherReplica
 from .vae_decode import VaeDecodeError, vae_scales
 
 
@@ -92,4 +93,4 @@ class VaeReplica:
 
 def vae_runner(group: Any, vae: Any) -> TileGroup:
     """The TileGroup over `group` (a multigpu TDPGroup) of tiled decodes with `vae` (`decode_tiled(group=...)`)."""
-    return group.seam("vae", lambda: vae.patcher, lambda _patcher: VaeRecipe.of(vae))
+    return group.seam("vae", lambda: PatcherReplica(vae.patcher, lambda _patcher: VaeRecipe.of(vae)))

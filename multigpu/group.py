@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..tiling.seam import LOCAL, TileGroup
+from .replica import ReplicaSource
 from .settings import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -53,11 +54,11 @@ class TDPGroup:
             _live = self
             return self._session
 
-    def seam(self, kind: str, patcher: Callable[[], Any], make_recipe: Callable[[Any], Any]) -> TileGroup:
+    def seam(self, kind: str, source: Callable[[], ReplicaSource]) -> TileGroup:
         """The tile loop's group for one kind of job: LOCAL with one rank, else the live session, whose workers
-        run the jobs on their `kind` replica of `patcher()` (sent, built by `make_recipe(patcher())`, when it
-        changed). The jobs and recipes of LTX are defined next to their tile loops (ltx.model_job, ltx.vae_replica)."""
-        return LOCAL if self.rank_count == 1 else _Bound(self, kind, patcher, make_recipe)
+        run the jobs on their `kind` replica of `source()` (read at each job). The jobs and replica sources
+        of LTX are defined next to their tile loops (ltx.model_job, ltx.vae_replica)."""
+        return LOCAL if self.rank_count == 1 else _Bound(self, kind, source)
 
     def shutdown(self) -> None:
         global _live
@@ -72,14 +73,14 @@ class TDPGroup:
 class _Bound:
     """A TileGroup: one kind of job on the group's live session (started, or restarted, here)."""
 
-    def __init__(self, group: TDPGroup, kind: str, patcher: Callable[[], Any], make_recipe: Callable[[Any], Any]):
-        self.group, self.kind, self.patcher, self.make_recipe = group, kind, patcher, make_recipe
+    def __init__(self, group: TDPGroup, kind: str, source: Callable[[], ReplicaSource]):
+        self.group, self.kind, self.source = group, kind, source
 
     def reduce(self, job: Any, partial: Any) -> Any:
-        return self.group.session().run(self.kind, self.patcher(), self.make_recipe, job, partial)
+        return self.group.session().run(self.kind, self.source(), job, partial)
 
     def gather(self, job: Any, partial: Any, plan: Any, out: Any) -> None:
-        self.group.session().run(self.kind, self.patcher(), self.make_recipe, job, partial, (plan, out))
+        self.group.session().run(self.kind, self.source(), job, partial, (plan, out))
 
 
 def get_group(settings: GroupSettings) -> TDPGroup:

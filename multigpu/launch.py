@@ -50,12 +50,9 @@ def interface_of(ip: str) -> str | None:
 
 
 def local_ip_towards(address: str, port: int) -> str:
-    """The local IPv4 address this host uses to reach `address` (no packet is sent)."""
-    ip = resolve_ipv4(address)
-    if ip.startswith("127."):
-        return ip
+    """The local IPv4 address this host uses to reach `address` (no packet is sent; loopback for loopback)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect((ip, port or 9))
+        s.connect((resolve_ipv4(address), port or 9))
         return s.getsockname()[0]
 
 
@@ -98,14 +95,10 @@ def start_local_workers(s: GroupSettings, port: int, on_exit: Callable[[int], No
 
 
 def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "is running"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
+    """A process's `returncode` in words: "is running", "exited with code 1", "was killed by SIGKILL"."""
+    if code is None or code >= 0:
+        return "is running" if code is None else f"exited with code {code}"
+    return f"was killed by {signal.Signals(-code).name if -code in signal.valid_signals() else f'signal {-code}'}"
 
 
 def where(session: Any, r: int) -> str:

@@ -27,7 +27,7 @@ from ..tiling import owner_of
 from . import wire as W
 from .launch import (check_versions, describe_exit, diagnose, interface_of, listen_socket, resolve_ipv4,
                      start_local_workers, stop_processes, where, worker_config)
-from .replica import replica_key, send_weights
+from .replica import ReplicaSource, send_weights
 from .settings import RANK0_NCCL_ENV, GroupSettings, TDPGroupError, set_rank0_nccl_env
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,8 @@ class Session:
         self.store: Any = None
         self._server: Any = None
         self.port, self._pg = settings.port, False
-        self.env_at_init: dict[str, str | None] = {}
-        self.ended: str | None = None
+        self.env_at_init: dict[str, str | None] = {}  # the NCCL variables as init_process_group saw them
+        self.ended: str | None = None  # "aborted" or "destroyed": how the process group ended
         self.stats: collections.Counter[str] = collections.Counter()
         """Seconds per phase of jobs on rank 0: send, tiles, wait, reduce (and jobs, bytes)."""
 
@@ -129,19 +129,18 @@ class Session:
         self._pg = True
 
     # -- the seam -----------------------------------------------------------------------------------------
-    def run(self, kind: str, patcher: Any, make_recipe: Any, job: Any, partial: Any, into: Any = None) -> Any:
+    def run(self, kind: str, source: ReplicaSource, job: Any, partial: Any, into: Any = None) -> Any:
         """`partial`'s sum over every rank (or, with `into` = (plan, out), every rank's tiles in `out`), the
-        workers running `job` on their `kind` replica of `patcher` (sent with `make_recipe(patcher)` when its
-        replica key changed).
+        workers running `job` on their `kind` replica of `source` (sent again when its key changed).
 
         If this breaks off while a message is pending, the ranks are out of step: the session is closed
         (workers killed) before the error goes on.
         """
         with self.lock:
             try:
-                key = replica_key(patcher)
+                key = source.key()
                 if self.held.get(kind) != key:
-                    self._send_replica(kind, key, patcher, make_recipe(patcher))
+                    self._send_replica(kind, key, source)
                 return self._run(kind, job, partial, into)
             except BaseException:
                 if self.pending is not None and not self.closed:
@@ -149,30 +148,31 @@ class Session:
                     self.close(kill=True)
                 raise
 
-    def _send_replica(self, kind: str, key: str, patcher: Any, recipe: Any) -> None:
-        sd = patcher.model.state_dict(keep_vars=True)
+    def _send_replica(self, kind: str, key: str, source: ReplicaSource) -> None:
+        sd = source.module.state_dict(keep_vars=True)
         names = tuple((k, t.dtype, tuple(t.shape)) for k, t in sd.items())
         placeholders = frozenset(id(t) for t in sd.values())  # a recipe holding the module pickles it without them
         del sd
         what = f"while sending the {kind}"
-        seq = self.post(_pickle(W.ReplicaMessage(self.seq + 1, kind, key, recipe, names), f"the {kind}",
-                                        placeholders))
+        message = W.ReplicaMessage(self.seq + 1, kind, key, source.recipe(), names)
+        seq = self.post(_pickle(message, f"the {kind}", placeholders))
         log.info("LTX TDP: sending the %s to %d worker rank(s): %.1f MiB in %d tensors", kind, len(self.workers),
                  sum(W.byte_count(d, s) for _, d, s in names) / 2**20, len(names))
-        send_weights(patcher, names, lambda b: self.collective(what, dist.broadcast, b.to(self.comm_device), src=0))
+        send_weights(source.weights(), names,
+                     lambda b: self.collective(what, dist.broadcast, b.to(self.comm_device), src=0))
         self.wait_acks(seq, f"while the workers loaded the {kind}")
         self.pending = None
         self.held[kind] = key
 
     def _run(self, kind: str, job: Any, partial: Any, into: Any) -> Any:
-        clock, stats = time.perf_counter(), self.stats
+        clock = [time.perf_counter()]  # then after each phase: send, tiles, wait, reduce
         payload = _pickle(job, f"this {kind} job")
         gather = (into[0], into[1].shape[: into[1].ndim - len(into[0].shape)]) if into else None
         seq = self.post(W.dumps(W.JobMessage(self.seq + 1, kind, self.held[kind], len(payload), gather)))
         what = f"during {'a tiled VAE decode' if into else 'a model call'} (message {seq})"
         buffer = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(self.comm_device)
         self.collective(what, dist.broadcast, buffer, src=0)
-        clock = _lap(stats, "send", clock)
+        clock.append(time.perf_counter())
         receive = self._receiver(what, *into) if into else None
         failure: BaseException | None = None
         try:
@@ -184,19 +184,19 @@ class Session:
             self.store.set(f"stop/{seq}", b"1")
         if receive:
             receive(None)
-        clock = _lap(stats, "tiles", clock)
+        clock.append(time.perf_counter())
         self.wait_acks(seq, what)
-        clock = _lap(stats, "wait", clock)
+        clock.append(time.perf_counter())
         if not into:
             flat = result if result is not None else torch.zeros(job.numel, dtype=torch.float32)
             buffer = flat.to(self.comm_device)
             self.collective(what, dist.all_reduce, buffer, op=dist.ReduceOp.SUM)
             result = buffer.to(flat.device)
-            stats["reduce_bytes"] += buffer.numel() * buffer.element_size()
+            self.stats["reduce_bytes"] += buffer.numel() * buffer.element_size()
         self.pending = None
-        _lap(stats, "reduce", clock)
-        stats["jobs"] += 1
-        stats["send_bytes"] += len(payload)
+        clock.append(time.perf_counter())
+        self.stats.update({"jobs": 1, "send_bytes": len(payload)})
+        self.stats.update({phase: b - a for phase, a, b in zip(("send", "tiles", "wait", "reduce"), clock, clock[1:])})
         if failure is not None:
             raise failure
         return result
@@ -295,8 +295,3 @@ def _pickle(obj: Any, what: str, placeholders: frozenset[int] = frozenset()) -> 
         raise TDPGroupError(f"LTX TDP: {what} cannot be sent to the worker ranks: {e}. Without tdp_group it "
                             "runs on this machine.") from e
 
-
-def _lap(stats: Any, phase: str, since: float) -> float:
-    now = time.perf_counter()
-    stats[phase] += now - since
-    return now

@@ -77,11 +77,6 @@ def device_name(text: str) -> str:
     return "cuda:0" if dev.type == "cuda" and dev.index is None else str(dev)
 
 
-def parse_devices(text: str) -> tuple[str, ...]:
-    """"cuda:0, cuda:1" -> ("cuda:0", "cuda:1"); bare "cuda" means cuda:0. Raises TDPGroupError on junk."""
-    return tuple(device_name(part.strip()) for part in text.split(",") if part.strip())
-
-
 def resolve_settings(ranks: int, devices: str, backend: str, timeout_s: float, address: str, port: int,
                      external_workers: bool = False, local_device: str | None = None, threads: int = 0) -> GroupSettings:
     """Settings from the launcher node's inputs.
@@ -91,7 +86,7 @@ def resolve_settings(ranks: int, devices: str, backend: str, timeout_s: float, a
     (`local_device`). backend "auto" is NCCL when every rank is on a CUDA GPU, else gloo.
     """
     local = device_name(local_device) if local_device else "cpu"
-    listed = parse_devices(devices)
+    listed = tuple(device_name(part.strip()) for part in devices.split(",") if part.strip())
     if listed:
         if listed[0] != local:
             log.warning("LTX TDP: rank 0 is this ComfyUI, which runs on %s; the device list starts with %s. "

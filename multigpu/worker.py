@@ -30,8 +30,8 @@ from .settings import TDPGroupError, device_name
 log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_LOST = 0, 3
-IDLE_WAIT = datetime.timedelta(days=1)
-"""How long one TCPStore.wait for the next message may last (an idle worker simply waits again)."""
+IDLE_WAIT = datetime.timedelta(days=365)
+"""How long an idle worker waits for the next message (rank 0 going away ends the wait at once)."""
 
 
 class _Stopped(Exception):
@@ -114,8 +114,6 @@ class Worker:
             try:
                 self.store.wait([f"msg/{seq}"], IDLE_WAIT)
                 msg = W.loads(self.store.get(f"msg/{seq}"), self.config.source_package)
-            except dist.DistStoreError:
-                continue  # a day without a message: wait again
             except RuntimeError as e:
                 raise RankZeroGone(str(e).splitlines()[0]) from None
             if isinstance(msg, W.ShutdownMessage):
@@ -196,23 +194,22 @@ class Worker:
         import comfy.model_management as mm
 
         plan, lead = msg.gather
-        error: Exception | None = None
+        error, weighted_tile, in_flight = None, None, None
         try:
             self._place_model(torch.device("cpu"))  # the VAE needs the room, as ComfyUI makes room on rank 0
             weighted_tile = job.tiles(self._replica(msg))
         except Exception as e:
             error = e
-        skip, in_flight = error is not None, None
         for tile in plan.tiles_for_rank(self.rank, self.world):
             result = None
-            if not skip:
+            if weighted_tile is not None:  # None after an error or a stop: the rest go as zeros
                 try:
                     before_tile(tile)
                     result = weighted_tile(tile)
                 except _Stopped:
-                    skip = True
+                    weighted_tile = None
                 except Exception as e:
-                    error, skip = e, True
+                    error, weighted_tile = e, None
             out = (result if result is not None else torch.zeros((*lead, *tile.shape))).to(self.comm_device)
             del result
             if in_flight is not None:
@@ -230,13 +227,10 @@ class Worker:
     def _place_model(self, device: torch.device) -> None:
         """Move the model replica to `device` unless it is there (a decode moves it off the GPU)."""
         model = self.replicas.get("model", (None, None))[1]
-        if model is None or self.device.type == "cpu":
-            return
-        first = next(model.parameters(), None)
+        first = next(model.parameters(), None) if model is not None and self.device.type != "cpu" else None
         if first is not None and first.device != device:
             model.to(device)
-            if device.type == "cpu":
-                torch.cuda.empty_cache()
+            torch.cuda.empty_cache()
 
     def close(self) -> None:
         self.replicas.clear()

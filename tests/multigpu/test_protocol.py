@@ -68,14 +68,11 @@ def test_pickled_pack_classes_are_renamed_to_the_workers_package():
 
 def _transfer(source: torch.nn.Module, target: torch.nn.Module | None, monkeypatch, load_bytes: int) -> int:
     """send_weights into receive_weights through an in-process 'broadcast'; the number of loads."""
-    import comfy.model_patcher
-
     from ltx_tdp.multigpu import replica
 
-    patcher = comfy.model_patcher.ModelPatcher(source, load_device="cpu", offload_device="cpu")
     sent: list[torch.Tensor] = []
     names = tuple((k, t.dtype, tuple(t.shape)) for k, t in source.state_dict().items())
-    replica.send_weights(patcher, names, lambda b: sent.append(b.clone()))
+    replica.send_weights(iter(source.state_dict().items()), names, lambda b: sent.append(b.clone()))
     loads = []
     if target is not None:
         monkeypatch.setattr(target, "load_state_dict", _counting(target.load_state_dict, loads))
@@ -92,7 +89,7 @@ def _counting(fn, calls: list):
     return counted
 
 
-def test_weights_arrive_bit_for_bit_in_any_dtype_loaded_a_bounded_amount_at_a_time(comfy, monkeypatch):
+def test_weights_arrive_bit_for_bit_in_any_dtype_loaded_a_bounded_amount_at_a_time(monkeypatch):
     source = torch.nn.Sequential(torch.nn.Linear(50, 40), torch.nn.Linear(40, 30).to(torch.bfloat16),
                                  torch.nn.BatchNorm1d(30))
     target = torch.nn.Sequential(torch.nn.Linear(50, 40), torch.nn.Linear(40, 30).to(torch.bfloat16),
@@ -105,7 +102,7 @@ def test_weights_arrive_bit_for_bit_in_any_dtype_loaded_a_bounded_amount_at_a_ti
     assert _transfer(source, target.to("meta"), monkeypatch, load_bytes=1 << 20) == 1, "11 KB in more than one load"
 
 
-def test_a_worker_that_builds_another_module_names_the_weights_and_still_takes_every_broadcast(comfy, monkeypatch):
+def test_a_worker_that_builds_another_module_names_the_weights_and_still_takes_every_broadcast(monkeypatch):
     from ltx_tdp.multigpu.settings import TDPGroupError
 
     source = torch.nn.Sequential(torch.nn.Linear(4, 4))

@@ -1,9 +1,9 @@
 """One model call as another rank receives it: plain inputs, no ComfyUI callables; and the model's replica.
 
 A group (multigpu) sends a `ModelJob` to its worker ranks; each rebuilds the same `TiledModelCall` and runs
-its share of the tiles on its own replica of the model (built from a `ModelRecipe`) with `run`. Callables in `transformer_options`
-(other packs' wrappers, attention patches, block replacements) cannot travel: they run on rank 0's tiles
-only, and non-empty ones are named in a warning once.
+its share of the tiles with `run` on its own replica of the model (built from a `ModelRecipe`). Callables
+in `transformer_options` (other packs' wrappers, attention patches, block replacements) cannot travel: they
+run on rank 0's tiles only, and non-empty ones are named in a warning once.
 """
 
 from __future__ import annotations

@@ -294,4 +294,3 @@ def _pickle(obj: Any, what: str, placeholders: frozenset[int] = frozenset()) -> 
     except Exception as e:  # nothing was posted: the group is still in step
         raise TDPGroupError(f"LTX TDP: {what} cannot be sent to the worker ranks: {e}. Without tdp_group it "
                             "runs on this machine.") from e
-

@@ -89,7 +89,8 @@ class TiledVAEDecodeNode(io.ComfyNode):
 
         spatial_context, temporal_context = preset_context(vae, quality, context_cells)
         group = vae_runner(tdp_group, vae) if tdp_group is not None else LOCAL
-        frames = decode_tiled(vae, samples["samples"], group=group, spatial_tile=spatial_tile, spatial_overlap=spatial_overlap,
-                        temporal_tile=temporal_tile, temporal_overlap=temporal_overlap,
-                        spatial_context=spatial_context, temporal_context=temporal_context, progress=progress)
+        frames = decode_tiled(vae, samples["samples"], group=group, spatial_tile=spatial_tile,
+                              spatial_overlap=spatial_overlap, temporal_tile=temporal_tile,
+                              temporal_overlap=temporal_overlap, spatial_context=spatial_context,
+                              temporal_context=temporal_context, progress=progress)
         return io.NodeOutput(image_batch(frames))

@@ -51,8 +51,7 @@ class Session:
         self.port, self._pg = settings.port, False
         self.env_at_init: dict[str, str | None] = {}  # the NCCL variables as init_process_group saw them
         self.ended: str | None = None  # "aborted" or "destroyed": how the process group ended
-        self.stats: collections.Counter[str] = collections.Counter()
-        """Seconds per phase of jobs on rank 0: send, tiles, wait, reduce (and jobs, bytes)."""
+        self.stats: collections.Counter[str] = collections.Counter()  # rank 0's seconds per phase, jobs, bytes
 
     # -- start --------------------------------------------------------------------------------------------
     def start(self) -> "Session":

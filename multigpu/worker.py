@@ -17,7 +17,6 @@ import os
 import socket
 import sys
 import threading
-import time
 from typing import Any
 
 import torch
@@ -73,6 +72,8 @@ class Worker:
         self.timeout = datetime.timedelta(seconds=args.timeout)
         self.device = _device(args.device)
         self.replicas: dict[str, tuple[str, Any]] = {}
+        self._stopping = threading.Event()
+        self._heart = threading.Thread(target=self._heartbeat, name="ltx-tdp-heartbeat", daemon=True)
 
     def connect(self) -> None:
         a = self.args
@@ -80,15 +81,14 @@ class Worker:
         self.store = dist.PrefixStore(W.PREFIX, client)
         self.config = W.WorkerConfig(**W.loads(self.store.get("config")))
         if self.config.world_size != self.world:
-            raise TDPGroupError(f"rank 0 expects {self.config.world_size} ranks; this worker was started with "
-                                f"--world-size {self.world}")
+            raise TDPGroupError(f"rank 0 expects {self.config.world_size} ranks, not --world-size {self.world}")
         self.comm_device = self.device if self.config.backend == "nccl" else torch.device("cpu")
         version = _import_comfy(self.config, self.device)
         if a.threads:
             torch.set_num_threads(a.threads)
         hello = {"rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(), "device": str(self.device),
                  "comfy_version": version, "torch_version": torch.__version__}
-        threading.Thread(target=self._heartbeat, args=(client,), name="ltx-tdp-heartbeat", daemon=True).start()
+        self._heart.start()
         self.store.set(f"hello/{self.rank}", W.dumps(hello))
         # rank 0 says go once every worker is ready (slow starters must not time out the fast ones)
         self.store.wait(["start"], datetime.timedelta(seconds=max(a.timeout, W.STARTUP_MIN_S)))
@@ -96,15 +96,18 @@ class Worker:
                                 world_size=self.world, timeout=datetime.timedelta(seconds=self.config.timeout_s))
         log.info("rank %d/%d ready on %s (%s)", self.rank, self.world, self.device, self.config.backend)
 
-    def _heartbeat(self, client: Any) -> None:
-        """Bump hb/<rank> every HEARTBEAT_S (see wire.HEARTBEAT_S for the one reason), on its own connection."""
+    def _heartbeat(self) -> None:
+        """Bump hb/<rank> every HEARTBEAT_S (see wire.HEARTBEAT_S for the one reason), on its own connection,
+        until close() stops it. close() joins this thread: a thread still inside a store call while Python
+        finalises is ended by a forced unwind through C++ frames, which aborts the process (SIGABRT)."""
         a = self.args
         try:
             store = dist.PrefixStore(W.PREFIX, dist.TCPStore(a.master_addr, a.master_port, None, False,
                                                              timeout=self.timeout))
             while True:
                 store.add(f"hb/{self.rank}", 1)
-                time.sleep(W.HEARTBEAT_S)
+                if self._stopping.wait(W.HEARTBEAT_S):
+                    return
         except Exception:  # rank 0 is gone: the main thread finds out on its own
             return
 
@@ -233,6 +236,10 @@ class Worker:
             torch.cuda.empty_cache()
 
     def close(self) -> None:
+        """Stop the heartbeat (joined: see _heartbeat), drop the replicas, end the process group."""
+        self._stopping.set()
+        if self._heart.ident is not None:
+            self._heart.join(timeout=self.timeout.total_seconds() + W.HEARTBEAT_S)
         self.replicas.clear()
         if dist.is_initialized():
             with contextlib.suppress(Exception):

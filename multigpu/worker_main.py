@@ -26,9 +26,8 @@ EXIT_TERMINATED = 143
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="LTX TDP worker rank: joins a ComfyUI (rank 0) over torch.distributed.")
     p.add_argument("--comfyui-dir", required=True, help="the ComfyUI directory (holds comfy/ and main.py)")
-    p.add_argument("--rank", type=int, default=None,
-                   help="run one rank, 1 .. world-size - 1, in this process (wins over --gpus: --gpus starts its "
-                   "processes with the same arguments plus --rank)")
+    p.add_argument("--rank", type=int, default=None, help="run one rank, 1 .. world-size - 1, here (wins over --gpus, "
+                   "which starts its ranks with these arguments plus --rank)")
     p.add_argument("--gpus", type=int, default=0, help="start this many local ranks, one per GPU (or per --device)")
     p.add_argument("--first-rank", type=int, default=1, help="the rank of the first of the --gpus local ranks")
     p.add_argument("--world-size", type=int, required=True, help="number of ranks, ComfyUI (rank 0) included")
@@ -37,11 +36,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", help="cuda:N or cpu (auto: cuda:$LOCAL_RANK when there is a GPU)")
     p.add_argument("--log-dir", default=None, help="with --gpus: where each rank's output goes (default: this console)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for rank 0 and for each collective")
-    p.add_argument("--bind-address", default=None,
-                   help="the local address gloo/NCCL bind to (default: the one this host uses to reach master-addr)")
+    p.add_argument("--bind-address", help="local address gloo/NCCL bind to (default: the one reaching master-addr)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--rejoin", action="store_true",
-                   help="after the group ends, wait for rank 0 to start a new one (for workers on other hosts)")
+    p.add_argument("--rejoin", action="store_true", help="after the group ends, wait for rank 0's next one")
     p.add_argument("--parent-pipe", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rank is None and args.gpus < 1:

@@ -110,8 +110,8 @@ def where(session: Any, r: int) -> str:
 
 def diagnose(session: Any, exc: BaseException | None, missing: set[int]) -> list[str]:
     """Which workers of `session` failed, in words: local ones that exited (given 2 s to be seen exiting
-    after a broken collective), else the silent ones (`missing` acks, or after a collective failed, a
-    stopped heartbeat), else the collective's own error."""
+    after a broken collective), else the silent ones (`missing` acks, else after a failed collective or wait,
+    a stopped heartbeat), else the collective's own error."""
     deadline = time.monotonic() + (2.0 if exc is not None else 0.0)
     while time.monotonic() < deadline and all(p.poll() is None for p in session.procs.values()):
         time.sleep(0.05)
@@ -120,7 +120,7 @@ def diagnose(session: Any, exc: BaseException | None, missing: set[int]) -> list
     if exited:
         return exited
     try:
-        silent = _silent_ranks(session.store, session.workers) if exc is not None else sorted(missing)
+        silent = sorted(missing) or (_silent_ranks(session.store, session.workers) if exc is not None else [])
     except Exception:  # the store itself is broken
         silent = []
     return [f"rank {r} ({where(session, r)}) stopped answering (no ack or heartbeat within the "

@@ -151,7 +151,6 @@ class Session:
         sd = source.module.state_dict(keep_vars=True)
         names = tuple((k, t.dtype, tuple(t.shape)) for k, t in sd.items())
         placeholders = frozenset(id(t) for t in sd.values())  # a recipe holding the module pickles it without them
-        del sd
         what = f"while sending the {kind}"
         message = W.ReplicaMessage(self.seq + 1, kind, key, source.recipe(), names)
         seq = self.post(_pickle(message, f"the {kind}", placeholders))
@@ -237,19 +236,19 @@ class Session:
     def wait_acks(self, seq: int, what: str) -> None:
         """Wait (at most the timeout) until every worker acknowledged message `seq`; fail naming who did not,
         who died or who reported an error."""
-        keys = [f"ack/{seq}/{r}" for r in self.workers]
+        keys, late = [f"ack/{seq}/{r}" for r in self.workers], None
         if not any(p.poll() is not None for p in self.procs.values()):
             try:
                 self.store.wait([f"done/{seq}"], self.timeout)
-            except dist.DistStoreError:
-                pass  # named below
+            except dist.DistStoreError as e:
+                late = e  # named below
         acked = [r for r, k in zip(self.workers, keys) if self.store.check([k])]
         errors = [(r, v) for r, v in zip(acked, self.store.multi_get([keys[r - 1] for r in acked]) if acked else []) if v]
         if errors:
             r, text = errors[0]
             raise self.fail(what, detail=f"rank {r} ({where(self, r)}) failed: {text.decode(errors='replace')}")
-        if len(acked) < len(self.workers):
-            raise self.fail(what, missing=set(self.workers) - set(acked))
+        if len(acked) < len(self.workers) or late is not None:  # all acked, not all counted: one stalled between
+            raise self.fail(what, late, missing=set(self.workers) - set(acked))
         for k in [*keys, f"acks/{seq}", f"done/{seq}"]:
             self.store.delete_key(k)
 

@@ -1,19 +1,24 @@
 """Rank 0 (ComfyUI) survives every worker fault: a worker killed or stopped after its ack, before the
 all_reduce, fails the call with its rank named, rank 0 aborts the group and no process is left; the NCCL
 error handling that keeps the watchdog from killing ComfyUI is in force before the group starts. (An
-interrupt during a 2- or 3-rank call: test_faults.py.)"""
+interrupt during a 2- or 3-rank call: test_faults.py.) A worker frozen halfway through its ack is named after
+one timeout."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 
 from support.fault_probes import fault_latent, on_rank0_tile, tdp
-from support.ltx_helpers import ksample
+from support.ltx_helpers import call_model, ksample
+from support.paths import PACK_ROOT
+from support.server import free_port
 
 pytestmark = pytest.mark.distributed
 
@@ -84,3 +89,35 @@ def test_nccl_error_handling_only_aborts_the_communicator_and_is_set_before_the_
     assert any("would let a failing worker kill ComfyUI" in r.getMessage() for r in caplog.records), \
         "overriding the user's TORCH_NCCL_ASYNC_ERROR_HANDLING=3 was not logged"
     group.shutdown()
+
+
+def test_a_worker_frozen_between_its_ack_and_its_count_is_named_within_the_timeout(comfy, comfy_dir, ltxv,
+                                                                                    group_factory):
+    """Acks are a key per worker plus a TCPStore.add counter, and rank 0 waits for the counter's last step. A
+    worker frozen between the two leaves every ack key written and the count short: rank 0 must fail after
+    one timeout, naming it, rather than take the acks as complete and wait out a second timeout in the
+    all_reduce. (The worker stops itself at that instant: tests/multigpu/faulty_worker.py.)"""
+    from ltx_tdp.multigpu.settings import TDPGroupError
+
+    port, timeout_s = free_port(), 10.0
+    worker = subprocess.Popen([sys.executable, str(PACK_ROOT / "tests" / "multigpu" / "faulty_worker.py"),
+                               "--comfyui-dir", str(comfy_dir), "--rank", "1", "--world-size", "2", "--master-addr",
+                               "127.0.0.1", "--master-port", str(port), "--device", "cpu", "--timeout", "30"],
+                              env={**os.environ, "TDP_FAULT": "stall-mid-ack"}, start_new_session=True)
+    try:
+        group = group_factory(2, timeout_s=timeout_s, external_workers=True, port=port, address="127.0.0.1")
+        x = fault_latent()["samples"]
+        start = time.monotonic()
+        with pytest.raises(TDPGroupError) as failure:
+            call_model(tdp(ltxv, group), x, 0.6)
+        took = time.monotonic() - start
+        message = str(failure.value)
+        assert "rank 1" in message and "stopped answering" in message, message
+        assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
+        assert worker.poll() is None, "the frozen worker should still be there (stopped), not have exited"
+    finally:
+        worker.kill()  # SIGKILL ends a stopped process too
+        worker.wait(timeout=30)
+    again = call_model(tdp(ltxv, group_factory(2, timeout_s=timeout_s)), x, 0.6)
+    err = (again - call_model(tdp(ltxv), x, 0.6)).abs().max().item()
+    assert err <= 1e-6, f"the next call on a fresh 2-rank group differs from single-process by {err:.3e}"

@@ -4,16 +4,13 @@ tile's decode plus the tiles in transfer, far below the frames of the clip."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 from support.ltx_helpers import load_vae, randn
 from support.paths import PACK_ROOT
 from support.server import free_port
+from support.external_workers import start_test_worker
 
 pytestmark = pytest.mark.distributed
 
@@ -41,10 +38,7 @@ def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_n
     frames_bytes = 4 * torch.Size(decode.output_shape).numel()
 
     port, out = free_port(), tmp_path / "worker_peak.txt"
-    worker = subprocess.Popen([sys.executable, str(PACK_ROOT / "tests" / "multigpu" / "metered_worker.py"),
-                               "--comfyui-dir", str(comfy_dir), "--rank", "1", "--world-size", "2", "--master-addr",
-                               "127.0.0.1", "--master-port", str(port), "--device", "cpu", "--timeout", "60"],
-                              env={**os.environ, "TDP_METER_OUT": str(out)}, start_new_session=True)
+    worker = start_test_worker("metered_worker.py", comfy_dir, port, 60, TDP_METER_OUT=str(out))
     try:
         group = group_factory(2, timeout_s=60, external_workers=True, port=port, address="127.0.0.1")
         over = vae_runner(group, vae)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -17,8 +15,8 @@ import torch
 
 from support.fault_probes import fault_latent, on_rank0_tile, tdp
 from support.ltx_helpers import call_model, ksample
-from support.paths import PACK_ROOT
 from support.server import free_port
+from support.external_workers import start_test_worker
 
 pytestmark = pytest.mark.distributed
 
@@ -100,10 +98,7 @@ def test_a_worker_frozen_between_its_ack_and_its_count_is_named_within_the_timeo
     from ltx_tdp.multigpu.settings import TDPGroupError
 
     port, timeout_s = free_port(), 10.0
-    worker = subprocess.Popen([sys.executable, str(PACK_ROOT / "tests" / "multigpu" / "faulty_worker.py"),
-                               "--comfyui-dir", str(comfy_dir), "--rank", "1", "--world-size", "2", "--master-addr",
-                               "127.0.0.1", "--master-port", str(port), "--device", "cpu", "--timeout", "30"],
-                              env={**os.environ, "TDP_FAULT": "stall-mid-ack"}, start_new_session=True)
+    worker = start_test_worker("faulty_worker.py", comfy_dir, port, 30, TDP_FAULT="stall-mid-ack")
     try:
         group = group_factory(2, timeout_s=timeout_s, external_workers=True, port=port, address="127.0.0.1")
         x = fault_latent()["samples"]

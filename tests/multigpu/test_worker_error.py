@@ -3,7 +3,6 @@ collective is left waiting, and rank 0 serves the next prompt on a fresh group."
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 
@@ -13,6 +12,7 @@ import torch
 from support.ltx_helpers import call_model, tiling
 from support.paths import PACK_ROOT
 from support.server import free_port
+from support.external_workers import start_test_worker
 
 pytestmark = pytest.mark.distributed
 
@@ -34,10 +34,7 @@ def test_a_workers_error_text_reaches_rank_0_with_its_rank_named(comfy, comfy_di
     from faulty_worker import MESSAGE
 
     port, timeout_s = free_port(), 30
-    worker = subprocess.Popen([sys.executable, str(PACK_ROOT / "tests" / "multigpu" / "faulty_worker.py"),
-                               "--comfyui-dir", str(comfy_dir), "--rank", "1", "--world-size", "2", "--master-addr",
-                               "127.0.0.1", "--master-port", str(port), "--device", "cpu", "--timeout",
-                               str(timeout_s)], start_new_session=True)
+    worker = start_test_worker("faulty_worker.py", comfy_dir, port, timeout_s)
     try:
         group = group_factory(2, timeout_s=timeout_s, external_workers=True, port=port, address="127.0.0.1")
         x = torch.randn(1, 128, 2, 8, 10, generator=torch.Generator().manual_seed(7))

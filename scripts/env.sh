@@ -5,7 +5,7 @@
 #   COMFYUI_DIR   use this ComfyUI checkout in place instead of the pinned 0.3.75 tree (e.g. a current one
 #                 with LTX-2); tests never write into it, but ComfyUI itself may
 #   COMFYUI_SRC   a ComfyUI source tree to test against, read-only: copied once into the cache (keyed by its
-#                 version and a hash of its file list) and used from there (CI: ComfyUI 0.24.0)
+#                 version and a hash of its file list) and used from there (CI: ComfyUI 0.33.0 and 0.24.0)
 #   LTX_TDP_CACHE where environments and the ComfyUI tree live (default ~/.cache/ltx-tdp), outside the
 #                 checkout so that a second run on the same machine takes seconds.
 #

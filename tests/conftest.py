@@ -19,7 +19,7 @@ from support.server import ComfyServer, prepare_base_dir
 import_pack()
 
 REQUIRE_LTX2 = os.environ.get("LTX_TDP_REQUIRE_LTX2") == "1"
-"""Set by CI's ComfyUI 0.24.0 run: there an LTX-2 test that skips is a failure, never a quiet pass."""
+"""Set by CI's ComfyUI 0.33.0 and 0.24.0 runs: there an LTX-2 test that skips is a failure, never a quiet pass."""
 
 
 def _is_ltx2_skip(item: pytest.Item, reason: str) -> bool:

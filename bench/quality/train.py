@@ -9,10 +9,12 @@ cached under `<cache>/<TrainConfig.key()>/` and reused while the config is the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -69,14 +71,31 @@ def train(cfg: TrainConfig, cache: Path, progress: bool = True) -> Trained:
     return Trained(checkpoint, tuple(losses), tuple(holdout), seconds, False)
 
 
-def saved_copies():
-    """Autograd keeps a copy of every tensor it saves for the backward pass.
+@contextlib.contextmanager
+def training_forward() -> Iterator[None]:
+    """A forward pass whose gradient is exact through ComfyUI's LTX blocks.
 
-    ComfyUI's LTX blocks are written for inference: they add their residuals in place (`x += ...`) into
-    tensors an earlier operation saved for its gradient. Copies taken when a tensor is saved hold the
-    value the forward pass used, so the gradient is exact; ComfyUI's code is left as it is.
+    * Autograd keeps a copy of every tensor it saves for the backward pass: ComfyUI's LTX blocks are written
+      for inference and add their residuals in place (`x += ...`) into tensors an earlier operation saved
+      for its gradient. Copies taken when a tensor is saved hold the value the forward pass used.
+    * ComfyUI's own training switch (`comfy.model_management.in_training`, which its LoRA trainer sets, on
+      ComfyUI 0.33 and later) is on: its inference paths call fused comfy-kitchen kernels (RoPE, RMS norm
+      + AdaLN) that have no backward, and the switch selects the plain torch code instead.
+
+    ComfyUI's code is left as it is; the switch is restored afterwards.
     """
-    return torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t)
+    import comfy.model_management as mm
+
+    had_switch = hasattr(mm, "in_training")
+    before = getattr(mm, "in_training", False)
+    if had_switch:
+        mm.in_training = True
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
+            yield
+    finally:
+        if had_switch:
+            mm.in_training = before
 
 
 def _lr(cfg: TrainConfig, step: int) -> float:
@@ -106,7 +125,7 @@ def _fit(cfg: TrainConfig, model_patcher: Any, progress: bool) -> list[float]:
         sigma = cfg.sigma_min + (1 - cfg.sigma_min) * torch.rand(cfg.batch, generator=gen)
         noise = torch.randn(x0.shape, generator=gen)
         x_t = base.model_sampling.noise_scaling(sigma, noise, x0)
-        with saved_copies():
+        with training_forward():
             denoised = base.apply_model(x_t, sigma, c_crossattn=ctx, attention_mask=mask, frame_rate=FRAME_RATE)
         v_pred = (x_t - denoised) / sigma.view(-1, 1, 1, 1, 1)
         loss = torch.nn.functional.mse_loss(v_pred, noise - x0)

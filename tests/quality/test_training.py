@@ -11,7 +11,7 @@ import torch
 from ltx_tdp.bench.quality import data
 from ltx_tdp.bench.quality.config import SMOKE
 from ltx_tdp.bench.quality.model import FRAME_RATE, context, load_model
-from ltx_tdp.bench.quality.train import saved_copies, train, trivial_mses
+from ltx_tdp.bench.quality.train import training_forward, train, trivial_mses
 
 
 def test_training_is_seeded_and_cached(comfy, smoke_trained, tmp_path):
@@ -35,7 +35,8 @@ def test_a_different_config_is_a_different_cache_entry():
 
 
 def test_gradient_through_comfyui_blocks_matches_a_finite_difference(comfy, smoke_trained):
-    """ComfyUI's LTX blocks add residuals in place; with saved copies the gradient is still the true one."""
+    """ComfyUI's LTX blocks add residuals in place and call fused kernels; in a training forward the gradient is
+    still the true one."""
     model = load_model(smoke_trained.checkpoint)
     base = model.model
     net = base.diffusion_model
@@ -49,7 +50,7 @@ def test_gradient_through_comfyui_blocks_matches_a_finite_difference(comfy, smok
     params = [p for p in net.parameters()]
 
     def loss_fn() -> torch.Tensor:
-        with saved_copies():
+        with training_forward():
             out = base.apply_model(x_t, sigma, c_crossattn=ctx, attention_mask=mask, frame_rate=FRAME_RATE)
         return ((out - x0) ** 2).mean()
 

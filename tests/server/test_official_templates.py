@@ -3,9 +3,10 @@ templates"), read at test time from the `comfyui-workflow-templates` package tha
 installs (never copied into this repository).
 
 - Every LTX-2 template in the package is in the README, and each two-stage one still has the stage-2 shape
-  the instructions rely on (a SamplerCustomAdvanced after LTXVLatentUpsampler, guided by its own CFGGuider,
-  its result split by LTXVSeparateAVLatent into one video decode and LTXVAudioVAEDecode), with the sampler
-  output and the decode the README's table names: a new or changed template fails here, not silently.
+  the instructions rely on (a SamplerCustomAdvanced after LTXVLatentUpsampler, guided by its own CFGGuider or
+  LTXVDualCFGGuider, its result split by LTXVSeparateAVLatent into one video decode and LTXVAudioVAEDecode),
+  with the guider, sampler output and decode the README's table names: a new or changed template fails here,
+  not silently. Templates that sample nothing locally (hosted API models) are listed apart.
 - `video_ltx2_t2v_distilled` (a subgraph that passes stage 2's `denoised_output` on) is edited in ComfyUI's
   real frontend in headless Chromium, as a user following the README does: patcher + tile config on stage 2's
   CFGGuider, the tiled decode in place of stage 2's VAEDecodeTiled. The frontend's own `graphToPrompt`
@@ -27,8 +28,9 @@ import torch
 
 from support.latent_outputs import add_latent_saves, saved_latents
 from support.paths import PACK_ROOT
-from support.templates import (Stage2, TemplateShapeError, add_tdp_to_stage2, api_id, load_template,
-                               ltx2_template_ids, stage2, templates_package_version)
+from support.templates import (LTX2_TEMPLATE, Stage2, TemplateShapeError, add_tdp_to_stage2, api_id,
+                               has_local_sampler, load_template, ltx2_template_ids, stage2,
+                               templates_package_version)
 from support.tiny_prompts import build_tiny_files, tiny_prompt
 
 pytestmark = [pytest.mark.server, pytest.mark.ltx2]
@@ -40,8 +42,9 @@ SCREENSHOTS = PACK_ROOT / "artifacts" / "screenshots"
 DOCS_SCREENSHOT = PACK_ROOT / "docs" / "ltx2_template_stage2_tdp.png"
 TEMPLATE_IDS = ltx2_template_ids()
 
-_ROW = re.compile(r"^\| `(?P<id>[\w.-]+)` \| `(?P<output>\w+)` \| `(?P<decode>\w+)` \|", re.M)
+_ROW = re.compile(r"^\| `(?P<id>[\w.-]+)` \| `(?P<guider>\w+)` \| `(?P<output>\w+)` \| `(?P<decode>\w+)` \|", re.M)
 _SINGLE = re.compile(r"^\*\*Single-stage\*\*(?P<text>.*?)(?:\n\n|\Z)", re.M | re.S)
+_API = re.compile(r"^\*\*API\*\*(?P<text>.*?)(?:\n\n|\Z)", re.M | re.S)
 
 
 def _require_ltx2(comfy_dir: Path) -> None:
@@ -59,31 +62,52 @@ def _readme_section() -> str:
     return section.split("\n## ", 1)[0]
 
 
-def readme_table() -> dict[str, tuple[str, str]]:
-    """template id -> (stage-2 sampler output, video decode to swap), as the README's table lists them."""
-    return {m["id"]: (m["output"], m["decode"]) for m in _ROW.finditer(_readme_section())}
+def readme_table() -> dict[str, tuple[str, str, str]]:
+    """template id -> (stage-2 guider, sampler output, video decode to swap), as the README's table lists them."""
+    return {m["id"]: (m["guider"], m["output"], m["decode"]) for m in _ROW.finditer(_readme_section())}
+
+
+def _listed(pattern: re.Pattern, what: str) -> set[str]:
+    match = pattern.search(_readme_section())
+    assert match, f"the README section has no **{what}** paragraph"
+    return {t for t in re.findall(r"`([\w.-]+)`", match["text"]) if LTX2_TEMPLATE.search(t)}
+
+
+def readme_templates_version() -> str:
+    """The `comfyui-workflow-templates` version whose templates the README lists (older ones have fewer)."""
+    match = re.search(r"The lists are those of `comfyui-workflow-templates` ([0-9.]+)", _readme_section())
+    assert match, "the README section does not say which comfyui-workflow-templates version it lists"
+    return match[1]
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version or "0"))
 
 
 def readme_single_stage() -> set[str]:
-    match = _SINGLE.search(_readme_section())
-    assert match, "the README section has no **Single-stage** paragraph"
-    return set(re.findall(r"`([\w.-]+)`", match["text"]))
+    return _listed(_SINGLE, "Single-stage")
+
+
+def readme_api() -> set[str]:
+    return _listed(_API, "API")
 
 
 def test_the_readme_lists_every_ltx2_template_of_the_installed_package_once(comfy_dir):
     _require_ltx2(comfy_dir)
-    table, single = readme_table(), readme_single_stage()
-    listed = set(table) | single
+    table, single, api = readme_table(), readme_single_stage(), readme_api()
+    listed = set(table) | single | api
     version = templates_package_version()
-    assert not set(table) & single, f"listed both as two-stage and single-stage: {sorted(set(table) & single)}"
+    for a, b in ((set(table), single), (set(table), api), (single, api)):
+        assert not a & b, f"listed twice (table, single-stage, API): {sorted(a & b)}"
     assert set(TEMPLATE_IDS) - listed == set(), (
         f"comfyui-workflow-templates {version} has LTX-2 templates the README does not cover: "
         f"{sorted(set(TEMPLATE_IDS) - listed)}")
     shot = DOCS_SCREENSHOT.relative_to(PACK_ROOT).as_posix()
     assert f"]({shot})" in _readme_section() and DOCS_SCREENSHOT.is_file(), f"the README's screenshot {shot} is missing"
-    assert listed - set(TEMPLATE_IDS) == set(), (
-        f"the README names templates that comfyui-workflow-templates {version} no longer has: "
-        f"{sorted(listed - set(TEMPLATE_IDS))}")
+    if _version_tuple(version) >= _version_tuple(readme_templates_version()):
+        assert listed - set(TEMPLATE_IDS) == set(), (
+            f"the README names templates that comfyui-workflow-templates {version} no longer has: "
+            f"{sorted(listed - set(TEMPLATE_IDS))}")
 
 
 @pytest.mark.parametrize("template_id", TEMPLATE_IDS or ["(no LTX-2 template installed)"])
@@ -94,15 +118,21 @@ def test_template_still_has_the_stage2_shape_the_readme_describes(comfy_dir, tem
     except TemplateShapeError as e:
         pytest.fail(f"the README's instructions no longer fit: {e}")
     if stage is None:
+        if not has_local_sampler(load_template(template_id)):
+            assert template_id in readme_api(), (
+                f"{template_id} samples nothing locally (a hosted API model), but the README does not list it "
+                "under **API**")
+            return
         assert template_id in readme_single_stage(), (
             f"{template_id} has no sampler after an LTXVLatentUpsampler (single-stage), but the README does not "
             "list it as single-stage")
         return
     row = readme_table().get(template_id)
     assert row is not None, f"{template_id} is two-stage but not in the README's table"
-    found = (stage.output, stage.video_decode_type)
-    assert found == row, (f"{template_id}: stage 2 ({stage.subgraph_name!r}, sampler {stage.sampler}) passes on "
-                          f"{found[0]} and decodes its video with {found[1]}; the README says {row}")
+    found = (stage.guider_type, stage.output, stage.video_decode_type)
+    assert found == row, (f"{template_id}: stage 2 ({stage.subgraph_name!r}, sampler {stage.sampler}) is guided by "
+                          f"{found[0]}, passes on {found[1]} and decodes its video with {found[2]}; the README says "
+                          f"{row}")
     assert stage.path, f"{template_id}: stage 2 is on the root graph, the README says it is inside a subgraph"
     assert stage.first_sigma is not None and stage.first_sigma < 1.0, (
         f"{template_id}: stage 2 starts at sigma {stage.first_sigma}, not an upscale stage below 1")

@@ -26,6 +26,8 @@ LTX2_TEMPLATE = re.compile(r"ltx2")
 """Template ids of LTX-2 / LTX-2.3 (not `ltxv_*`, LTX-Video 0.9)."""
 
 SAMPLERS = frozenset({"SamplerCustomAdvanced", "SamplerCustom", "KSampler", "KSamplerAdvanced"})
+GUIDERS = frozenset({"CFGGuider", "LTXVDualCFGGuider"})
+"""Stage 2's guider: CFGGuider (LTX-2, 2.3) or LTXVDualCFGGuider (LTX-2.5: separate video and audio cfg)."""
 DECODES = frozenset({"VAEDecode", "VAEDecodeTiled"})
 SAMPLER_OUTPUTS = ("output", "denoised_output")
 """SamplerCustomAdvanced's outputs by slot."""
@@ -172,7 +174,7 @@ class Stage2:
     output: str
     """The sampler output stage 2's result is taken from: `output` or `denoised_output`."""
     guider: int
-    """Stage 2's CFGGuider: the TDP patcher goes on its `model` input."""
+    """Stage 2's guider (CFGGuider or LTXVDualCFGGuider): the TDP patcher goes on its `model` input."""
     model_origin: tuple[int, int]
     """Where that `model` input comes from today (checkpoint loader or LoRA loader output)."""
     stage1_guiders: tuple[int, ...]
@@ -194,8 +196,18 @@ class Stage2:
         return self.graph.name
 
     @property
+    def guider_type(self) -> str:
+        return self.graph.nodes[self.guider].type
+
+    @property
     def video_decode_type(self) -> str:
         return self.graph.nodes[self.video_decode].type
+
+
+def has_local_sampler(workflow: Mapping[str, Any]) -> bool:
+    """Whether any active graph of the template samples locally (API templates call a hosted model instead)."""
+    return any(node.active and node.type in SAMPLERS for _, graph in active_graphs(workflow)
+               for node in graph.nodes.values())
 
 
 def upscale_stages(workflow: Mapping[str, Any]) -> list[tuple[tuple[int, ...], Graph, int]]:
@@ -240,11 +252,12 @@ def stage2(template_id: str, workflow: Mapping[str, Any]) -> Stage2 | None:
         raise TemplateShapeError(f"{template_id}: stage 2 samples with {sampler.type}, not SamplerCustomAdvanced")
     guider_origin = graph.origin(sampler_id, "guider")
     guider = graph.nodes.get(guider_origin[0]) if guider_origin else None
-    if guider is None or guider.type != "CFGGuider" or not guider.active:
-        raise TemplateShapeError(f"{template_id}: stage 2's guider is {guider and guider.type}, not an active CFGGuider")
+    if guider is None or guider.type not in GUIDERS or not guider.active:
+        raise TemplateShapeError(f"{template_id}: stage 2's guider is {guider and guider.type}, not an active "
+                                 f"{' or '.join(sorted(GUIDERS))}")
     model_origin = graph.origin(guider.id, "model")
     if model_origin is None:
-        raise TemplateShapeError(f"{template_id}: stage 2's CFGGuider has no model link")
+        raise TemplateShapeError(f"{template_id}: stage 2's {guider.type} has no model link")
     concat_origin = graph.origin(sampler_id, "latent_image")
     concat = graph.nodes.get(concat_origin[0]) if concat_origin else None
     if (concat is None or concat.type != "LTXVConcatAVLatent" or graph.origin(concat.id, "audio_latent") is None
@@ -268,7 +281,7 @@ def stage2(template_id: str, workflow: Mapping[str, Any]) -> Stage2 | None:
             if g is not None:
                 others.append(g[0])
     if guider.id in others:
-        raise TemplateShapeError(f"{template_id}: stage 2's CFGGuider {guider.id} also guides another sampler")
+        raise TemplateShapeError(f"{template_id}: stage 2's {guider.type} {guider.id} also guides another sampler")
     return Stage2(template_id=template_id, path=path, graph=graph, sampler=sampler_id, output=SAMPLER_OUTPUTS[slot],
                   guider=guider.id, model_origin=model_origin, stage1_guiders=tuple(others),
                   first_sigma=_first_sigma(graph, sampler_id), audio_in=graph.origin(concat.id, "audio_latent"),

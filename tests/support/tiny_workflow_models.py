@@ -70,9 +70,16 @@ def build_ltx2_audio_vae(path: Path, seed: int = 0) -> Path:
 
 def build_latent_upsampler(path: Path, seed: int = 0) -> Path:
     """An LTX x2 spatial latent upsampler, as LatentUpscaleModelLoader reads it (config in the metadata)."""
+    import inspect
+
     from comfy.ldm.lightricks.latent_upsampler import LatentUpsampler
 
-    model = LatentUpsampler.from_config(LATENT_UPSAMPLER_CONFIG)
+    kwargs = {}
+    if "operations" in inspect.signature(LatentUpsampler.from_config).parameters:  # ComfyUI 0.32+
+        import comfy.ops
+
+        kwargs["operations"] = comfy.ops.disable_weight_init  # what LatentUpscaleModelLoader builds it with
+    model = LatentUpsampler.from_config(LATENT_UPSAMPLER_CONFIG, **kwargs)
     return save_with_config(seeded_state_dict(model, seed, 0.05), path, LATENT_UPSAMPLER_CONFIG)
 
 

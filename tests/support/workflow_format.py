@@ -4,7 +4,8 @@ ComfyUI's frontend turns a UI workflow into an API prompt; the server never does
 same for the node types the example workflows use, from the server's `/object_info`:
 
 - a node's `widgets_values` follow the order of its widget inputs (required, then optional, in the
-  `input_order` the server reports); an INT input flagged `control_after_generate` (seeds) carries one
+  `input_order` the server reports); an input that accepts several types shows the widget its
+  `widgetType` names; a dynamic combo is one widget (its chosen option must bring no inputs of its own); an INT input flagged `control_after_generate` (seeds) carries one
   extra value after its own ("fixed", "randomize", ...), which is not an input;
 - an input socket with a link becomes `[source node id, output slot]` (a link on a widget input wins over
   the widget's value); links through Reroute nodes are followed to their source;
@@ -32,6 +33,8 @@ FRONTEND_ONLY = frozenset({"Note", "MarkdownNote", "Reroute", "PrimitiveNode"})
 """Node types that live in the frontend only and never reach the server."""
 
 WIDGET_TYPES = frozenset({"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"})
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
+"""A V3 combo whose chosen option brings inputs of its own (ComfyUI 0.32+: SaveVideo's codec)."""
 
 MODE_MUTED = 2
 MODE_BYPASSED = 4
@@ -96,7 +99,10 @@ def is_widget(spec: list) -> bool:
     options = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
     if options.get("forceInput") or options.get("rawLink"):
         return False
-    return isinstance(kind, list) or kind in WIDGET_TYPES
+    # A V3 MultiType input ("FLOAT,INT") names the widget it shows in `widgetType` (ComfyUI 0.32+:
+    # LTXVEmptyLatentAudio's frame_rate).
+    return (isinstance(kind, list) or kind in WIDGET_TYPES or kind == DYNAMIC_COMBO
+            or options.get("widgetType") in WIDGET_TYPES)
 
 
 def widget_slots(info: Mapping[str, Any]) -> list[WidgetSlot]:
@@ -137,9 +143,11 @@ def ui_to_api(workflow: Mapping[str, Any], object_info: Mapping[str, Any]) -> di
             raise WorkflowFormatError(f"node {node['id']} ({kind}) keeps its widgets as a dict")
         inputs: dict[str, Any] = {}
         at = 0
+        specs = dict(ordered_inputs(object_info[kind]))
         for slot in widget_slots(object_info[kind]):
             if at < len(values):
                 inputs[slot.name] = values[at]
+                _check_dynamic_combo(node, slot.name, specs[slot.name], values[at])
             at += slot.values
         for socket in node.get("inputs", []):
             link_id = socket.get("link")
@@ -153,6 +161,17 @@ def ui_to_api(workflow: Mapping[str, Any], object_info: Mapping[str, Any]) -> di
             entry["_meta"] = {"title": node["title"]}  # only a title set in the workflow: display names vary by version
         prompt[str(node["id"])] = entry
     return prompt
+
+
+def _check_dynamic_combo(node: Mapping[str, Any], name: str, spec: list, value: Any) -> None:
+    """A dynamic combo's chosen option must bring no inputs: their widgets are not converted here."""
+    if spec[0] != DYNAMIC_COMBO:
+        return
+    options = {o.get("key"): o for o in (spec[1] if len(spec) > 1 else {}).get("options", [])}
+    chosen = options.get(value, {}).get("inputs") or {}
+    if any(chosen.get(group) for group in ("required", "optional")):
+        raise WorkflowFormatError(f"node {node['id']} ({node['type']}): {name} = {value!r} brings inputs of its "
+                                  "own, which this converter does not lay out")
 
 
 def _source(link_id: int, links: Mapping[int, list], nodes: Mapping[int, dict]) -> tuple[int | None, int]:

@@ -30,11 +30,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-sys.path.insert(0, str(REPO / "tests"))
-
-from support import comfy_runtime, tiny_models  # noqa: E402
-from support.pack_import import import_pack  # noqa: E402
-from support.paths import comfyui_dir  # noqa: E402
+from ltx_tdp_devkit import comfy_runtime, tiny_models
 
 log = logging.getLogger("ltx_tdp.bench")
 
@@ -47,12 +43,8 @@ ASSUMED_LINKS = {"PCIe 4.0 x16 (~20 GB/s bus bw)": 20e9, "NVLink 4 (~300 GB/s bu
 
 
 def _setup():
-    comfy_dir = comfyui_dir()
-    if comfy_dir is None:
-        raise SystemExit("no ComfyUI tree: run through `source scripts/env.sh` (see the docstring)")
     base = Path(tempfile.mkdtemp(prefix="ltx-tdp-bench-mgpu."))
-    comfy_runtime.start(comfy_dir, base)
-    import_pack()
+    comfy_runtime.start_script(base)
     tiny_models.build_ltxv(base / "models" / "diffusion_models" / "bench_ltxv.safetensors", **BENCH_MODEL)
     import folder_paths
 
@@ -61,11 +53,10 @@ def _setup():
     return model
 
 
-def _settings():
-    from ltx_tdp.ltx.model_call import TDPSettings
+def _tiling():
     from ltx_tdp.tiling import AxisTiling, TileCountConfig
 
-    return TDPSettings(TileCountConfig(height=AxisTiling(TILES[0], OVERLAP), width=AxisTiling(TILES[1], OVERLAP)))
+    return TileCountConfig(height=AxisTiling(TILES[0], OVERLAP), width=AxisTiling(TILES[1], OVERLAP))
 
 
 def _caller(patcher):
@@ -126,16 +117,15 @@ def main() -> int:
     begin, load_before = time.perf_counter(), os.getloadavg()[0]
     model = _setup()
     comfy_runtime.quiet()
-    from ltx_tdp.ltx.patch import apply_tdp
-    from ltx_tdp.ltx.model_job import model_runner
+    from ltx_tdp.ltx.model import apply_tdp
     from ltx_tdp.multigpu.group import get_group, shutdown_all
     from ltx_tdp.multigpu.settings import GroupSettings
 
     x = torch.randn(1, 128, *LATENT, generator=torch.Generator().manual_seed(3))
-    single_times, single_out = _timed(_caller(apply_tdp(model, _settings())), x, calls)
+    single_times, single_out = _timed(_caller(apply_tdp(model, _tiling())), x, calls)
     group = get_group(GroupSettings(devices=("cpu", "cpu"), backend="gloo", timeout_s=120, threads=1))
     try:
-        multi_call = _caller(apply_tdp(model, _settings(), model_runner(group, model)))
+        multi_call = _caller(apply_tdp(model, _tiling(), group=group))
         multi_call(x)
         group.session().stats.clear()
         multi_times, multi_out = _timed(multi_call, x, calls)

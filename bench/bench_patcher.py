@@ -36,11 +36,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-sys.path.insert(0, str(REPO / "tests"))
-
-from support import comfy_runtime, tiny_models  # noqa: E402
-from support.pack_import import import_pack  # noqa: E402
-from support.paths import comfyui_dir  # noqa: E402
+from ltx_tdp_devkit import comfy_runtime, tiny_models
 
 log = logging.getLogger("ltx_tdp.bench")
 
@@ -90,11 +86,7 @@ SCALING_SIZES = [8, 12, 16, 24, 32, 40, 48]
 
 # -- ComfyUI and the model ----------------------------------------------------------------------------------
 def _setup(base: Path) -> tuple[object, str]:
-    comfy_dir = comfyui_dir()
-    if comfy_dir is None:
-        raise SystemExit("no ComfyUI tree: run through `source scripts/env.sh` (see the docstring)")
-    comfy_runtime.start(comfy_dir, base)
-    import_pack()
+    comfy_runtime.start_script(base)
     tiny_models.build_ltxv(base / "models" / "diffusion_models" / "bench_ltxv.safetensors", **BENCH_MODEL)
     import folder_paths
 
@@ -171,17 +163,16 @@ def measure_overhead(model, case: Case, repeats: int) -> dict:
       wrapper, so that other load on the machine hits numerator and denominator alike;
     * own work: the patched call with an x0-identity stand-in for the model (cut, positions, blend).
     """
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from ltx_tdp.tiling import AXES, plan_tiles
+    from ltx_tdp.ltx.model import apply_tdp
+    from ltx_tdp.tiling import VIDEO_AXES, plan_tiles
 
     x = _latent(case)
-    tiles = plan_tiles(case.latent, case.tiling().axes, AXES).tiles
+    tiles = plan_tiles(case.latent, case.tiling().axes, VIDEO_AXES).tiles
     crops = [x[(..., *t.slices)].contiguous() for t in tiles]
     inner: list[float] = []
     bare = _Caller(model)
-    patched = _Caller(_probed(apply_tdp(model, TDPSettings(case.tiling())), inner))
-    identity = _Caller(_probed(apply_tdp(model, TDPSettings(case.tiling())), [], identity=True))
+    patched = _Caller(_probed(apply_tdp(model, case.tiling()), inner))
+    identity = _Caller(_probed(apply_tdp(model, case.tiling()), [], identity=True))
     for _ in range(2):  # warm-up (first calls allocate)
         patched.load()(x)
         bare.load()
@@ -213,12 +204,11 @@ def measure_overhead(model, case: Case, repeats: int) -> dict:
 
 # -- 2. scaling -----------------------------------------------------------------------------------------------
 def measure_scaling(model, case: Case, repeats: int, budget_s: float = 6.0) -> dict:
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
+    from ltx_tdp.ltx.model import apply_tdp
 
     x = _latent(case)
     bare = _Caller(model)
-    patched = _Caller(apply_tdp(model, TDPSettings(case.tiling())))
+    patched = _Caller(apply_tdp(model, case.tiling()))
     bare.load()(x), patched.load()(x)
     warm = _time(lambda: patched(x)) + _time(lambda: bare.load()(x))
     repeats = max(repeats, min(15, int(budget_s / max(warm, 1e-3))))  # more runs where they are cheap

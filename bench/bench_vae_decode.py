@@ -6,7 +6,7 @@ qualities against ComfyUI's VAEDecodeTiled at several settings, both against the
 Everything runs in-process on a real ComfyUI (CPU, fp32):
 
 * **real-config LTX-2**: ComfyUI's VideoVAE at LTX-2's published config (the `vae` entry of its checkpoints'
-  metadata), random weights (PyTorch's default initialisation; see tests/support/real_vae.py), loaded by
+  metadata), random weights (PyTorch's default initialisation; see tests/ltx_tdp_devkit/real_vae.py), loaded by
   comfy.sd.VAE. The latent is 20 x 4 cells x 2 latent frames (640 x 128 px, 9 frames): a size this 2-core
   CPU decodes untiled in seconds, long enough across for a tile's context to stay inside the latent;
 * **tiny**: the tests' tiny LTX VAE, for peak memory against the clip length (temporal chunks);
@@ -38,11 +38,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-sys.path.insert(0, str(REPO / "tests"))
-
-from support import comfy_runtime, real_vae, tiny_models  # noqa: E402
-from support.pack_import import import_pack  # noqa: E402
-from support.paths import comfyui_dir  # noqa: E402
+from ltx_tdp_devkit import comfy_runtime, real_vae, tiny_models
 
 log = logging.getLogger("ltx_tdp.bench")
 
@@ -155,15 +151,15 @@ def tiny_rows(TiledVAEDecodeNode, base: Path) -> list[Row]:
 
 def profile(vae) -> list[str]:
     """Where the time of one tiled decode goes: decoder calls vs everything else (crop, weights, blend, copies)."""
-    from ltx_tdp.ltx.vae_decode import prepare_decode, preset_context
+    from ltx_tdp.ltx.vae import DecodeSettings
+    from ltx_tdp.ltx.vae.block import prepare_decode
     from ltx_tdp.tiling import blend_tiles
 
     x = torch.randn(1, 128, *REAL_LATENT, generator=torch.Generator().manual_seed(1))
     lines = []
     for quality in ("exact", "balanced"):
-        spatial, temporal = preset_context(vae, quality)
-        job = prepare_decode(vae, x, spatial_tile=OUR_TILE, spatial_overlap=0, temporal_tile=4096,
-                             temporal_overlap=0, spatial_context=spatial, temporal_context=temporal)
+        job = prepare_decode(vae, x, DecodeSettings(spatial_tile=OUR_TILE, quality=quality))
+        spatial = job.context[0]
         decode_s = 0.0
 
         def timed(tile):
@@ -186,16 +182,21 @@ def profile(vae) -> list[str]:
 
 def overhead_4k(vae) -> list[str]:
     """Decoded latent voxels / latent voxels at 3840 x 2176 x 121 for each preset and spatial tile (whole clips)."""
-    from ltx_tdp.ltx.vae_decode import QUALITY_PRESETS, plan_decode, preset_context, vae_scales
+    from ltx_tdp.ltx.vae import DecodeSettings
+    from ltx_tdp.ltx.vae.inputs import vae_geometry
+    from ltx_tdp.ltx.vae.quality import decode_context
+    from ltx_tdp.ltx.vae.settings import QUALITY_PRESETS
+    from ltx_tdp.tiling.decode_plan import plan_decode
 
-    scales = vae_scales(vae)
+    geometry = vae_geometry(vae)
     presets = [p.name for p in QUALITY_PRESETS if p.name != "custom"]
     lines = ["| spatial tile | tiles | " + " | ".join(presets) + " |", "|---:|---:|" + "---:|" * len(presets)]
     for tile in (768, 1024, 1536, 2048, 4096):
         cells = []
         for name in presets:
-            spatial, temporal = preset_context(vae, name)
-            plan = plan_decode(TARGET_LATENT, scales, tile, 0, 4096, 0, spatial, temporal)
+            settings = DecodeSettings(spatial_tile=tile, quality=name)
+            spatial, temporal = decode_context(vae, settings)
+            plan = plan_decode(TARGET_LATENT, settings.tile_sizes(), (temporal, spatial, spatial), geometry)
             decoded = sum(math.prod(plan.source(t).latent_shape) for t in plan.pixels.tiles)
             cells.append(f"{decoded / math.prod(TARGET_LATENT):.2f}x")
         lines.append(f"| {tile} px | {' x '.join(map(str, plan.pixels.counts[1:]))} | " + " | ".join(cells) + " |")
@@ -309,15 +310,11 @@ def write_report(rows: list[Row], profile_lines: list[str], overhead_lines: list
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    comfy_dir = comfyui_dir()
-    if comfy_dir is None:
-        sys.exit("set COMFYUI_DIR or source scripts/env.sh first")
     ctypes.CDLL("libc.so.6").mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD: RSS follows live memory
     base = Path(tempfile.mkdtemp(prefix="tdp_bench_vae_"))
-    comfy_runtime.start(comfy_dir, base)
+    comfy_runtime.start_script(base)
     comfy_runtime.quiet()
     log.setLevel(logging.INFO)  # quiet() raises the root logger's level; this script's progress still shows
-    import_pack()
     from ltx_tdp.nodes.tiled_vae_decode import TiledVAEDecodeNode
 
     if not real_vae.builds_ltx2_vae():

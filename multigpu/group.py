@@ -13,8 +13,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..tiling.seam import LOCAL, TileGroup
-from .replica import ReplicaSource
+import torch
+
+from ..tiling import TilePlan
+from ..tiling.ranks import ONE_RANK, Partial, TileRanks
+from .api import GatherJob, ReduceJob, ReplicaSource
 from .settings import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -54,11 +57,11 @@ class TDPGroup:
             _live = self
             return self._session
 
-    def seam(self, kind: str, source: Callable[[], ReplicaSource]) -> TileGroup:
-        """The tile loop's group for one kind of job: LOCAL with one rank, else the live session, whose workers
-        run the jobs on their `kind` replica of `source()` (read at each job). The jobs and replica sources
-        of LTX are defined next to their tile loops (ltx.model_job, ltx.vae_replica)."""
-        return LOCAL if self.rank_count == 1 else _Bound(self, kind, source)
+    def ranks(self, kind: str, source: Callable[[], ReplicaSource]) -> TileRanks:
+        """The ranks that share one kind of job's tiles: ONE_RANK with one rank, else this group's `GroupRanks`,
+        whose workers run the jobs on their `kind` replica of `source()` (read at each job). LTX's jobs and
+        replica sources are defined next to their tile loops (ltx.model.job, ltx.vae.job)."""
+        return ONE_RANK if self.rank_count == 1 else GroupRanks(self, kind, source)
 
     def shutdown(self) -> None:
         global _live
@@ -70,17 +73,17 @@ class TDPGroup:
             session.close()
 
 
-class _Bound:
-    """A TileGroup: one kind of job on the group's live session (started, or restarted, here)."""
+class GroupRanks:
+    """TileRanks over a group: one kind of job on its live session (started, or restarted, here)."""
 
     def __init__(self, group: TDPGroup, kind: str, source: Callable[[], ReplicaSource]):
         self.group, self.kind, self.source = group, kind, source
 
-    def reduce(self, job: Any, partial: Any) -> Any:
-        return self.group.session().run(self.kind, self.source(), job, partial)
+    def reduce(self, job: ReduceJob, partial: Partial) -> torch.Tensor:
+        return self.group.session().reduce(self.kind, self.source(), job, partial)
 
-    def gather(self, job: Any, partial: Any, plan: Any, out: Any) -> None:
-        self.group.session().run(self.kind, self.source(), job, partial, (plan, out))
+    def gather(self, job: GatherJob, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
+        self.group.session().gather(self.kind, self.source(), job, partial, plan, out)
 
 
 def get_group(settings: GroupSettings) -> TDPGroup:

@@ -7,6 +7,7 @@ pipe from rank 0 on stdin: when rank 0 ends, however it ends, the pipe closes an
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import os
 import signal
@@ -20,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
-from .settings import GroupSettings, TDPGroupError
+from . import wire as W
+from .settings import RANK0_NCCL_ENV, GroupSettings, TDPGroupError, set_rank0_nccl_env
 from .wire import HEARTBEAT_S, WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -82,7 +85,7 @@ def start_local_workers(s: GroupSettings, port: int, on_exit: Callable[[int], No
     root = Path(comfy.model_base.__file__).resolve().parents[1]
     env = {**bind_env(resolve_ipv4(s.address)), **os.environ, "PYTHONUNBUFFERED": "1"}  # the user's own *_IFNAME wins
     procs = {}
-    for r in range(1, s.world_size):  # the command the README documents for other hosts, plus the pipe
+    for r in range(1, s.world_size):  # the command docs/multi-gpu.md documents for other hosts, plus the pipe
         cmd = [sys.executable, str(WORKER_MAIN), "--comfyui-dir", str(root), "--rank", str(r), "--world-size",
                str(s.world_size), "--master-addr", s.address, "--master-port", str(port), "--device", s.devices[r],
                "--timeout", str(s.timeout_s)] + (["--threads", str(s.threads)] if s.threads else [])
@@ -92,6 +95,52 @@ def start_local_workers(s: GroupSettings, port: int, on_exit: Callable[[int], No
         threading.Thread(target=lambda r=r, p=procs[r]: (p.wait(), on_exit(r)), name=f"ltx-tdp-watch-{r}",
                          daemon=True).start()
     return procs
+
+
+def wait_hellos(session: Any) -> dict[int, dict]:
+    """Wait for every worker's hello (at least STARTUP_MIN_S); rank -> its hello. Raises TDPGroupError naming
+    the ranks that did not start, or the local worker that exited while starting."""
+    s, wait_s = session.settings, max(session.settings.timeout_s, W.STARTUP_MIN_S)
+    keys = [f"hello/{r}" for r in session.workers]
+    try:
+        session.store.wait(keys, datetime.timedelta(seconds=wait_s))
+    except dist.DistStoreError:
+        missing = [r for r, k in zip(session.workers, keys) if not session.store.check([k])]
+        how = ("were not started on the other host(s): start them with multigpu/worker_main.py (--master-addr "
+               f"{s.address} --master-port {session.port})" if s.external_workers else "did not start")
+        raise TDPGroupError(f"LTX TDP: rank(s) {', '.join(map(str, missing))} {how} within {wait_s:.0f} s") from None
+    hellos = {}
+    for r, value in zip(session.workers, session.store.multi_get(keys)):
+        if not value:
+            p = session.procs[r]
+            raise TDPGroupError(f"LTX TDP: worker rank {r} (pid {p.pid}, {s.devices[r]}) "
+                                f"{describe_exit(p.wait())} while starting; its log is in the ComfyUI console")
+        hellos[r] = W.loads(value)
+    check_versions(hellos, worker_config(s))
+    return hellos
+
+
+def init_process_group(session: Any, server: Any) -> dict[str, str | None]:
+    """Join rank 0 to the process group on `server` (the group's TCPStore) with RANK0_NCCL_ENV in force, gloo
+    bound to the configured address; the NCCL variables as init_process_group saw them."""
+    if dist.is_initialized():
+        raise TDPGroupError("LTX TDP: torch.distributed is already initialised in this ComfyUI process "
+                            "(by another node?); the multi-GPU group cannot start")
+    set_rank0_nccl_env()
+    name = interface_of(resolve_ipv4(session.settings.address))
+    own = name is not None and "GLOO_SOCKET_IFNAME" not in os.environ
+    if own:  # gloo binds to the configured address only (read while the group is created)
+        os.environ["GLOO_SOCKET_IFNAME"] = name
+    if name is not None and session.settings.backend == "nccl":
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", name)  # NCCL reads it later, at its first collective
+    env_at_init = {k: os.environ.get(k) for k in RANK0_NCCL_ENV}
+    try:
+        dist.init_process_group(session.settings.backend, store=dist.PrefixStore("pg", server), rank=0,
+                                world_size=session.world, timeout=session.timeout)
+    finally:
+        if own:
+            os.environ.pop("GLOO_SOCKET_IFNAME", None)
+    return env_at_init
 
 
 def describe_exit(code: int | None) -> str:

@@ -7,7 +7,6 @@ one broadcast each, in state-dict order. It is sent again only when the source's
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
 
 import torch
 
@@ -16,23 +15,6 @@ from .wire import WeightName, byte_count, byte_view
 
 LOAD_BYTES = 256 * 1024 * 1024
 """A worker loads received weights into its module this many bytes at a time (one big tensor alone)."""
-
-
-class ReplicaSource(Protocol):
-    """What a group replicates (ltx.replica_source.PatcherReplica for ComfyUI models and VAEs)."""
-
-    module: torch.nn.Module
-    """Its weights name the broadcasts; they are left out of the recipe's pickle."""
-
-    def key(self) -> str:
-        """Changes whenever the weights computed with change; equal keys mean a worker's copy is current."""
-
-    def recipe(self) -> Any:
-        """Picklable; on a worker `recipe.build(device) -> (empty module, home device of its weights)` and
-        `recipe.wrap(module, device) -> the replica a job runs on`."""
-
-    def weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """(key, tensor) of `module.state_dict()`, in its order, as rank 0 computes with them."""
 
 
 def send_weights(weights: Iterator[tuple[str, torch.Tensor]], names: tuple[WeightName, ...],

@@ -1,6 +1,6 @@
 """Rank 0's side of a live group: start it, keep the replicas current, run jobs, find faults, tear down.
 
-Invariants (README, "Multi-GPU": control plane, faults):
+Invariants (docs/multi-gpu.md: control plane, faults):
 * Every message is acknowledged by every worker before the next one and before rank 0 enters a reduction.
   A worker that dies, reports an error or stays silent ends the session (workers killed, the process group
   aborted) and raises TDPGroupError naming the rank; the next use starts a fresh session.
@@ -15,20 +15,22 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from ..tiling import owner_of
+from ..tiling import TilePlan, owner_of
+from ..tiling.ranks import BeforeTile, Partial
 from . import wire as W
-from .launch import (check_versions, describe_exit, diagnose, interface_of, listen_socket, resolve_ipv4,
-                     start_local_workers, stop_processes, where, worker_config)
-from .replica import ReplicaSource, send_weights
-from .settings import RANK0_NCCL_ENV, GroupSettings, TDPGroupError, set_rank0_nccl_env
+from .launch import (diagnose, init_process_group, listen_socket, resolve_ipv4, start_local_workers, stop_processes,
+                     wait_hellos, where, worker_config)
+from .api import GatherJob, ReduceJob, ReplicaSource
+from .replica import send_weights
+from .settings import GroupSettings, TDPGroupError
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class Session:
     # -- start --------------------------------------------------------------------------------------------
     def start(self) -> "Session":
         s = self.settings
-        if not self.workers:  # one rank: nothing to start (its jobs never come here, see TDPGroup.seam)
+        if not self.workers:  # one rank: nothing to start (its jobs never come here, see TDPGroup.ranks)
             return self
         try:
             sock = listen_socket(s.address, s.port)
@@ -67,10 +69,11 @@ class Session:
             self.store.set("config", W.dumps(dataclasses.asdict(worker_config(s))))
             if not s.external_workers:
                 self.procs = start_local_workers(s, self.port, self._wake)
-            self._wait_hellos()
+            self.hellos = wait_hellos(self)
             self.starting = False
             self.store.set("start", b"1")
-            self._init_process_group()
+            self.env_at_init = init_process_group(self, self._server)
+            self._pg = True
         except BaseException:
             self.close(kill=True)
             raise
@@ -89,58 +92,27 @@ class Session:
         except Exception as e:  # the session is closing
             log.debug("LTX TDP: waking rank 0 for rank %d: %s", rank, e)
 
-    def _wait_hellos(self) -> None:
-        s, wait_s = self.settings, max(self.settings.timeout_s, W.STARTUP_MIN_S)
-        keys = [f"hello/{r}" for r in self.workers]
-        try:
-            self.store.wait(keys, datetime.timedelta(seconds=wait_s))
-        except dist.DistStoreError:
-            missing = [r for r, k in zip(self.workers, keys) if not self.store.check([k])]
-            how = ("were not started on the other host(s): start them with multigpu/worker_main.py (--master-addr "
-                   f"{s.address} --master-port {self.port})" if s.external_workers else "did not start")
-            raise TDPGroupError(f"LTX TDP: rank(s) {', '.join(map(str, missing))} {how} within {wait_s:.0f} s") from None
-        for r, value in zip(self.workers, self.store.multi_get(keys)):
-            if not value:
-                p = self.procs[r]
-                raise TDPGroupError(f"LTX TDP: worker rank {r} (pid {p.pid}, {s.devices[r]}) "
-                                    f"{describe_exit(p.wait())} while starting; its log is in the ComfyUI console")
-            self.hellos[r] = W.loads(value)
-        check_versions(self.hellos, worker_config(s))
+    # -- the ranks' two exchanges (tiling.ranks.TileRanks) -----------------------------------------------
+    def reduce(self, kind: str, source: ReplicaSource, job: ReduceJob, partial: Partial) -> torch.Tensor:
+        """`partial`'s sum over every rank (one all_reduce), the workers running `job` on their `kind` replica
+        of `source` (sent again when its key changed)."""
+        return self._exchange(kind, source, lambda: self._reduce(kind, job, partial))
 
-    def _init_process_group(self) -> None:
-        if dist.is_initialized():
-            raise TDPGroupError("LTX TDP: torch.distributed is already initialised in this ComfyUI process "
-                                "(by another node?); the multi-GPU group cannot start")
-        set_rank0_nccl_env()
-        name = interface_of(resolve_ipv4(self.settings.address))
-        own = name is not None and "GLOO_SOCKET_IFNAME" not in os.environ
-        if own:  # gloo binds to the configured address only (read while the group is created)
-            os.environ["GLOO_SOCKET_IFNAME"] = name
-        if name is not None and self.settings.backend == "nccl":
-            os.environ.setdefault("NCCL_SOCKET_IFNAME", name)  # NCCL reads it later, at its first collective
-        self.env_at_init = {k: os.environ.get(k) for k in RANK0_NCCL_ENV}
-        try:
-            dist.init_process_group(self.settings.backend, store=dist.PrefixStore("pg", self._server), rank=0,
-                                    world_size=self.world, timeout=self.timeout)
-        finally:
-            if own:
-                os.environ.pop("GLOO_SOCKET_IFNAME", None)
-        self._pg = True
+    def gather(self, kind: str, source: ReplicaSource, job: GatherJob, partial: Partial, plan: TilePlan,
+               out: torch.Tensor) -> None:
+        """Every rank's window-weighted tiles of `plan` in `out`: rank 0's through `partial`, the workers' (who
+        run `job` on their `kind` replica of `source`) received tile by tile."""
+        self._exchange(kind, source, lambda: self._gather(kind, job, partial, plan, out))
 
-    # -- the seam -----------------------------------------------------------------------------------------
-    def run(self, kind: str, source: ReplicaSource, job: Any, partial: Any, into: Any = None) -> Any:
-        """`partial`'s sum over every rank (or, with `into` = (plan, out), every rank's tiles in `out`), the
-        workers running `job` on their `kind` replica of `source` (sent again when its key changed).
-
-        If this breaks off while a message is pending, the ranks are out of step: the session is closed
-        (workers killed) before the error goes on.
-        """
+    def _exchange(self, kind: str, source: ReplicaSource, run: Callable[[], Any]) -> Any:
+        """`run()` with the workers' `kind` replica current. If this breaks off while a message is pending, the
+        ranks are out of step: the session is closed (workers killed) before the error goes on."""
         with self.lock:
             try:
                 key = source.key()
                 if self.held.get(kind) != key:
                     self._send_replica(kind, key, source)
-                return self._run(kind, job, partial, into)
+                return run()
             except BaseException:
                 if self.pending is not None and not self.closed:
                     log.error("LTX TDP: a %s job broke off mid-exchange; stopping the worker group", kind)
@@ -162,42 +134,64 @@ class Session:
         self.pending = None
         self.held[kind] = key
 
-    def _run(self, kind: str, job: Any, partial: Any, into: Any) -> Any:
-        clock = [time.perf_counter()]  # then after each phase: send, tiles, wait, reduce
+    def _post_job(self, kind: str, job: Any, gather: Any, what: str) -> tuple[int, str, int]:
+        """Post job message seq and broadcast the job's pickle; (seq, what in words, pickle bytes)."""
         payload = _pickle(job, f"this {kind} job")
-        gather = (into[0], into[1].shape[: into[1].ndim - len(into[0].shape)]) if into else None
         seq = self.post(W.dumps(W.JobMessage(self.seq + 1, kind, self.held[kind], len(payload), gather)))
-        what = f"during {'a tiled VAE decode' if into else 'a model call'} (message {seq})"
+        what = f"during {what} (message {seq})"
         buffer = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(self.comm_device)
         self.collective(what, dist.broadcast, buffer, src=0)
-        clock.append(time.perf_counter())
-        receive = self._receiver(what, *into) if into else None
-        failure: BaseException | None = None
+        return seq, what, len(payload)
+
+    def _own_tiles(self, seq: int, partial: Partial, before_tile: BeforeTile) -> tuple[Any, BaseException | None]:
+        """Rank 0's share; an interrupt (a BaseException in newer ComfyUI) or error tells the workers to skip
+        their remaining tiles and is raised once the ranks are back in step."""
         try:
-            result = partial(0, self.world, receive)
-        except BaseException as e:  # interrupt (a BaseException in newer ComfyUI) or error: keep step, then raise
+            return partial(0, self.world, before_tile), None
+        except BaseException as e:
             if self.closed:  # the group itself failed (a receive)
                 raise
-            failure, result = e, None
             self.store.set(f"stop/{seq}", b"1")
-        if receive:
-            receive(None)
+            return None, e
+
+    def _reduce(self, kind: str, job: ReduceJob, partial: Partial) -> torch.Tensor:
+        clock = [time.perf_counter()]  # then after each phase: send, tiles, wait, reduce
+        seq, what, sent = self._post_job(kind, job, None, "a model call")
+        clock.append(time.perf_counter())
+        result, failure = self._own_tiles(seq, partial, None)
         clock.append(time.perf_counter())
         self.wait_acks(seq, what)
         clock.append(time.perf_counter())
-        if not into:
-            flat = result if result is not None else torch.zeros(job.numel, dtype=torch.float32)
-            buffer = flat.to(self.comm_device)
-            self.collective(what, dist.all_reduce, buffer, op=dist.ReduceOp.SUM)
-            result = buffer.to(flat.device)
-            self.stats["reduce_bytes"] += buffer.numel() * buffer.element_size()
+        flat = result if result is not None else torch.zeros(job.numel, dtype=torch.float32)
+        buffer = flat.to(self.comm_device)
+        self.collective(what, dist.all_reduce, buffer, op=dist.ReduceOp.SUM)
+        self.stats["reduce_bytes"] += buffer.numel() * buffer.element_size()
         self.pending = None
         clock.append(time.perf_counter())
-        self.stats.update({"jobs": 1, "send_bytes": len(payload)})
-        self.stats.update({phase: b - a for phase, a, b in zip(("send", "tiles", "wait", "reduce"), clock, clock[1:])})
+        self._count(sent, clock)
         if failure is not None:
             raise failure
-        return result
+        return buffer.to(flat.device)
+
+    def _gather(self, kind: str, job: GatherJob, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
+        clock = [time.perf_counter()]
+        lead = out.shape[: out.ndim - len(plan.shape)]
+        seq, what, sent = self._post_job(kind, job, (plan, lead), "a tiled VAE decode")
+        clock.append(time.perf_counter())
+        receive = self._receiver(what, plan, out)
+        _, failure = self._own_tiles(seq, partial, receive)
+        receive(None)
+        clock.append(time.perf_counter())
+        self.wait_acks(seq, what)
+        self.pending = None
+        clock.extend([time.perf_counter()] * 2)
+        self._count(sent, clock)
+        if failure is not None:
+            raise failure
+
+    def _count(self, sent: int, clock: list[float]) -> None:
+        self.stats.update({"jobs": 1, "send_bytes": sent})
+        self.stats.update({phase: b - a for phase, a, b in zip(("send", "tiles", "wait", "reduce"), clock, clock[1:])})
 
     def _receiver(self, what: str, plan: Any, out: torch.Tensor) -> Any:
         """receive(before): add the workers' tiles enumerated before tile `before` (all when None) into `out`, in

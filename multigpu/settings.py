@@ -18,7 +18,7 @@ BACKENDS = ("auto", "nccl", "gloo")
 RANK0_NCCL_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2", "TORCH_NCCL_ENABLE_MONITORING": "0"}
 """Set on rank 0 (ComfyUI) before the process group starts, so that no worker fault kills ComfyUI: error
 handling 3 (torch's default) and 1 kill the process when a collective fails; 2 (CleanUpOnly) only aborts
-the communicators. The monitoring thread only kills a process whose watchdog hangs. README: "Multi-GPU"."""
+the communicators. The monitoring thread only kills a process whose watchdog hangs. docs/multi-gpu.md: "NCCL cannot kill ComfyUI"."""
 
 
 def set_rank0_nccl_env() -> None:

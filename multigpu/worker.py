@@ -152,15 +152,17 @@ class Worker:
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-        error, module, home = None, None, self.device
+        error, replica = None, None
         try:
-            module, home = msg.recipe.build(self.device)
+            replica = msg.recipe.build(self.device)
         except Exception as e:  # still take every weight, or rank 0 would wait in its broadcast
             error = e
-        receive_weights(module, msg.weights, lambda b: dist.broadcast(b, src=0), self.comm_device, home)
+        receive_weights(replica.module if replica is not None else None, msg.weights,
+                        lambda b: dist.broadcast(b, src=0), self.comm_device,
+                        replica.home if replica is not None else self.device)
         if error is not None:
             raise error
-        self.replicas[msg.kind] = (msg.key, msg.recipe.wrap(module, self.device))
+        self.replicas[msg.kind] = (msg.key, replica)
         log.info("rank %d: %s replica ready (%d tensors)", self.rank, msg.kind, len(msg.weights))
 
     def _job(self, msg: W.JobMessage):
@@ -177,19 +179,20 @@ class Worker:
 
         if msg.gather is not None:
             return self._gather(job, msg, before_tile)
-        replica = self._replica(msg)
+        target = self._target(msg)
         self._place_model(self.device)
         try:
-            flat = job.run(replica, self.rank, self.world, before_tile)
+            flat = job.run(target, self.rank, self.world, before_tile)
         except _Stopped:
             flat = torch.zeros(job.numel, dtype=torch.float32)
         return lambda: dist.all_reduce(flat.to(self.comm_device), op=dist.ReduceOp.SUM)
 
-    def _replica(self, msg: W.JobMessage) -> Any:
+    def _target(self, msg: W.JobMessage) -> Any:
+        """What the job of `msg` runs on: the target of this worker's current `kind` replica."""
         key, replica = self.replicas.get(msg.kind, (None, None))
         if key != msg.replica_key:
             raise TDPGroupError(f"rank {self.rank} holds no {msg.kind} replica {msg.replica_key}")
-        return replica
+        return replica.target
 
     def _gather(self, job: Any, msg: W.JobMessage, before_tile: Any) -> None:
         """Each of this rank's tiles, window-weighted, sent to rank 0 as soon as it is ready: at most one tile
@@ -200,7 +203,7 @@ class Worker:
         error, weighted_tile, in_flight = None, None, None
         try:
             self._place_model(torch.device("cpu"))  # the VAE needs the room, as ComfyUI makes room on rank 0
-            weighted_tile = job.tiles(self._replica(msg))
+            weighted_tile = job.tiles(self._target(msg))
         except Exception as e:
             error = e
         for tile in plan.tiles_for_rank(self.rank, self.world):
@@ -229,7 +232,8 @@ class Worker:
 
     def _place_model(self, device: torch.device) -> None:
         """Move the model replica to `device` unless it is there (a decode moves it off the GPU)."""
-        model = self.replicas.get("model", (None, None))[1]
+        replica = self.replicas.get("model", (None, None))[1]
+        model = replica.module if replica is not None else None
         first = next(model.parameters(), None) if model is not None and self.device.type != "cpu" else None
         if first is not None and first.device != device:
             model.to(device)

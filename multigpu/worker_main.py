@@ -1,8 +1,9 @@
 """Entry script of worker ranks: `--rank R` runs one rank in this process; `--gpus N --first-rank F` starts
-that host's N ranks with torch's `start_processes` (README, "Multi-GPU": other hosts, and why not torchrun).
+that host's N ranks with torch's `start_processes` (docs/multi-gpu.md: other hosts, and why not torchrun).
 
 This script, not the pack, touches sys.path: it puts ComfyUI's directory first (to import its model
-code without starting a server) and registers the pack directory as the package `ltx_tdp`.
+code without starting a server) and registers the pack directory as the package `ltx_tdp` (`import_pack`,
+the pack's one loader).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
 PACK_DIR = HERE.parent
@@ -72,15 +74,17 @@ def start_local_ranks(args: argparse.Namespace, argv: list[str]) -> int:
         context.close()
 
 
-def register_pack(comfyui_dir: Path) -> None:
-    """Make ComfyUI's model code and the pack importable, the pack as package `ltx_tdp`."""
-    sys.path.insert(0, str(comfyui_dir))
-    if PACKAGE not in sys.modules:
-        spec = importlib.util.spec_from_file_location(PACKAGE, PACK_DIR / "__init__.py",
-                                                      submodule_search_locations=[str(PACK_DIR)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[PACKAGE] = module
-        spec.loader.exec_module(module)
+def import_pack() -> ModuleType:
+    """The pack's one loader: register its directory as the package `ltx_tdp` (as ComfyUI's loader imports a
+    custom node folder; idempotent) and return it. The test kit and the benchmarks load this file to call it."""
+    if PACKAGE in sys.modules:
+        return sys.modules[PACKAGE]
+    spec = importlib.util.spec_from_file_location(PACKAGE, PACK_DIR / "__init__.py",
+                                                  submodule_search_locations=[str(PACK_DIR)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[PACKAGE] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (comfyui_dir / "comfy").is_dir():
         logging.error("%s is not a ComfyUI directory (no comfy/ inside)", comfyui_dir)
         return 2
-    register_pack(comfyui_dir)
+    sys.path.insert(0, str(comfyui_dir))  # ComfyUI's model code, without starting a server
+    import_pack()
     worker = importlib.import_module(f"{PACKAGE}.multigpu.worker")
     launch = importlib.import_module(f"{PACKAGE}.multigpu.launch")
     if args.parent_pipe:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..ltx.audio import AUDIO_HELD, AUDIO_MODES, LEGACY_AUDIO_MODES, audio_mode as audio_mode_value
-from ..ltx.model_call import TDPSettings
-from ..ltx.model_job import model_runner
-from ..ltx.patch import apply_tdp
+from ..ltx.model import apply_tdp
+from ..ltx.model.audio import AUDIO_HELD, AUDIO_MODES, LEGACY_AUDIO_MODES
 from .types import CATEGORY, TDP_GROUP, TILING
 
 
@@ -56,7 +54,5 @@ class TDPModelPatcherNode(io.ComfyNode):
     @classmethod
     def execute(cls, model, tiling, normalize_positions: bool = True, audio_mode: str = AUDIO_HELD,
                 tdp_group=None) -> io.NodeOutput:
-        settings = TDPSettings(tiling=tiling, normalize_positions=normalize_positions,
-                               audio_mode=audio_mode_value(audio_mode))
-        runner = model_runner(tdp_group, model) if tdp_group is not None else None
-        return io.NodeOutput(apply_tdp(model, settings, runner))
+        return io.NodeOutput(apply_tdp(model, tiling, group=tdp_group, normalize_positions=normalize_positions,
+                                       audio_mode=audio_mode))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..tiling import AxisTiling, TileCountConfig, balanced_split
+from ..tiling import AxisTiling, TileCountConfig, balanced_split, video_grid_shape
 from .types import CATEGORY, TILING
 
 _OVERLAP_TIP = (
@@ -72,8 +72,8 @@ class BalancedTileConfigNode(io.ComfyNode):
     @classmethod
     def execute(cls, gpus: int, overlap: int, latent: dict | None = None) -> io.NodeOutput:
         height = width = None
-        if latent is not None and getattr(latent.get("samples"), "ndim", 0) == 5:
-            height, width = int(latent["samples"].shape[-2]), int(latent["samples"].shape[-1])
+        if latent is not None:
+            _, height, width = video_grid_shape(latent["samples"])
         h, w = balanced_split(gpus, height, width)
         return io.NodeOutput(TileCountConfig(
             height=AxisTiling(h, overlap if h > 1 else 0),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from comfy_api.latest import io, ui
 
-from ..tiling.preview import latent_shape_for_pixels, preview_tiles, video_grid_shape
+from ..tiling import LTX_GEOMETRY, video_grid_shape
+from ..tiling.preview import preview_tiles
 from .types import CATEGORY, TILING
 
 
@@ -49,7 +50,7 @@ class TilePreviewNode(io.ComfyNode):
         if latent is not None:
             shape = video_grid_shape(latent["samples"])
         else:
-            shape = latent_shape_for_pixels(frames, height, width)
+            shape = LTX_GEOMETRY.latent_shape(frames, height, width)
         preview = preview_tiles(shape, tiling)
         image = preview.image.unsqueeze(0)
         return io.NodeOutput(image, preview.summary, ui=ui.PreviewImage(image, cls=cls))

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..ltx.vae_decode import (
-    DEFAULT_QUALITY, DEFAULT_SPATIAL_CONTEXT, QUALITY_PRESETS, decode_tiled, image_batch, preset_context,
-)
-from ..ltx.vae_replica import vae_runner
-from ..tiling.seam import LOCAL
+from ..ltx.progress import progress_bar
+from ..ltx.vae import DecodeSettings, decode_tiled, image_batch
+from ..ltx.vae.settings import QUALITY_PRESETS
 from .types import CATEGORY, TDP_GROUP
 
-
-DEFAULT_SPATIAL_TILE = 2048
-DEFAULT_TEMPORAL_TILE = 4096
-
+DEFAULTS = DecodeSettings()
 QUALITY_TOOLTIP = ("How much context each tile decodes, and so how close it comes to the untiled decode. "
                    + " ".join(f"{p.name}: {p.description}." for p in QUALITY_PRESETS)
                    + " The dB are PSNR against the untiled decode, measured on LTX-2's decoder with random "
@@ -38,25 +33,25 @@ class TiledVAEDecodeNode(io.ComfyNode):
                 io.Vae.Input("vae", tooltip="The LTX video VAE (LTX-Video or LTX-2) that belongs to the model."),
                 io.Latent.Input("samples", tooltip="The video latent to decode (an LTX-2 audio+video latent "
                                 "decodes its video part)."),
-                io.Int.Input("spatial_tile", default=DEFAULT_SPATIAL_TILE, min=64, max=8192, step=32,
+                io.Int.Input("spatial_tile", default=DEFAULTS.spatial_tile, min=64, max=8192, step=32,
                              tooltip="Largest tile width and height, in pixels (whole latent cells of 32 px). "
                              "Fewer, larger tiles cost less: each tile also decodes its context. 2048 splits "
                              "3840x2176 into 2 x 2 tiles; set it above the frame size to decode whole frames on "
                              "one GPU (ComfyUI >= 0.8 streams the frames through the GPU, so large tiles fit). "
                              "On older ComfyUI, 768 keeps a 4K tile of 80 frames within a 24 GB card."),
-                io.Int.Input("spatial_overlap", default=0, min=0, max=4096, step=32,
+                io.Int.Input("spatial_overlap", default=DEFAULTS.spatial_overlap, min=0, max=4096, step=32,
                              tooltip="Pixels that neighbouring tiles share and blend over (rounded up to whole "
                              "32 px cells). Must be less than half the tile. Not needed with the 'exact' quality "
                              "(the crops already match); with a lower quality, 32-64 px softens the seam."),
-                io.Int.Input("temporal_tile", default=DEFAULT_TEMPORAL_TILE, min=8, max=4096, step=8,
+                io.Int.Input("temporal_tile", default=DEFAULTS.temporal_tile, min=8, max=4096, step=8,
                              tooltip="Largest number of frames decoded at once (whole latent frames of 8 frames). "
                              "The default decodes whole clips at once: exact in time at no extra cost, and "
                              "ComfyUI >= 0.8 streams the frames through the GPU itself. On older ComfyUI, lower "
                              "it (e.g. 80) to bound memory; each chunk then also decodes its temporal context."),
-                io.Int.Input("temporal_overlap", default=0, min=0, max=4096, step=8,
+                io.Int.Input("temporal_overlap", default=DEFAULTS.temporal_overlap, min=0, max=4096, step=8,
                              tooltip="Frames that neighbouring chunks share and cross-fade over (rounded up to "
                              "whole latent frames of 8). Must be less than half the temporal tile."),
-                io.Int.Input("context_cells", default=DEFAULT_SPATIAL_CONTEXT, min=0, max=32, optional=True,
+                io.Int.Input("context_cells", default=DEFAULTS.context_cells, min=0, max=32, optional=True,
                              tooltip="Used when quality is 'custom': extra latent cells (32 px, or 8 frames in "
                              "time) every tile decodes around itself and then crops away. The LTX-2 decoder "
                              "reaches 16 cells in space and 14 latent frames in time; at that context a tile "
@@ -66,31 +61,17 @@ class TiledVAEDecodeNode(io.ComfyNode):
                                 "round-robin to its GPUs (the VAE is sent to them the first time); each worker sends "
                                 "its tiles' pixels here, so only this machine holds the clip's frames. The same "
                                 "result as decoding here alone."),
-                io.Combo.Input("quality", options=[p.name for p in QUALITY_PRESETS], default=DEFAULT_QUALITY,
+                io.Combo.Input("quality", options=[p.name for p in QUALITY_PRESETS], default=DEFAULTS.quality,
                                optional=True, tooltip=QUALITY_TOOLTIP),
             ],
             outputs=[io.Image.Output(tooltip="The decoded frames, every batch's frames one after another.")],
         )
 
     @classmethod
-    def execute(cls, vae, samples: dict, spatial_tile: int = DEFAULT_SPATIAL_TILE, spatial_overlap: int = 0,
-                temporal_tile: int = DEFAULT_TEMPORAL_TILE, temporal_overlap: int = 0,
-                context_cells: int = DEFAULT_SPATIAL_CONTEXT, tdp_group=None,
-                quality: str = DEFAULT_QUALITY) -> io.NodeOutput:
-        import comfy.utils
-
-        bar = None
-
-        def progress(done: int, total: int) -> None:
-            nonlocal bar
-            if bar is None:
-                bar = comfy.utils.ProgressBar(total)
-            bar.update_absolute(done, total)
-
-        spatial_context, temporal_context = preset_context(vae, quality, context_cells)
-        group = vae_runner(tdp_group, vae) if tdp_group is not None else LOCAL
-        frames = decode_tiled(vae, samples["samples"], group=group, spatial_tile=spatial_tile,
-                              spatial_overlap=spatial_overlap, temporal_tile=temporal_tile,
-                              temporal_overlap=temporal_overlap, spatial_context=spatial_context,
-                              temporal_context=temporal_context, progress=progress)
+    def execute(cls, vae, samples: dict, spatial_tile: int = DEFAULTS.spatial_tile,
+                spatial_overlap: int = DEFAULTS.spatial_overlap, temporal_tile: int = DEFAULTS.temporal_tile,
+                temporal_overlap: int = DEFAULTS.temporal_overlap, context_cells: int = DEFAULTS.context_cells,
+                tdp_group=None, quality: str = DEFAULTS.quality) -> io.NodeOutput:
+        settings = DecodeSettings(spatial_tile, spatial_overlap, temporal_tile, temporal_overlap, quality, context_cells)
+        frames = decode_tiled(vae, samples["samples"], settings, group=tdp_group, progress=progress_bar())
         return io.NodeOutput(image_batch(frames))

@@ -9,7 +9,8 @@
 #   LTX_TDP_CACHE where environments and the ComfyUI tree live (default ~/.cache/ltx-tdp), outside the
 #                 checkout so that a second run on the same machine takes seconds.
 #
-# After sourcing: $TDP_PYTHON (the venv's python) and $TDP_COMFYUI_DIR (the ComfyUI tree) are set.
+# After sourcing: $TDP_PYTHON (the venv's python) and $TDP_COMFYUI_DIR (the ComfyUI tree) are set, and PYTHONPATH
+# holds tests/ (the development kit `ltx_tdp_devkit` that benchmarks and scripts import).
 set -euo pipefail
 
 TDP_PINS="torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1"
@@ -82,11 +83,13 @@ fi
 flock -u 9
 exec 9>&-
 TDP_PYTHON="$_tdp_venv/bin/python"
-export TDP_PYTHON TDP_COMFYUI_DIR
+# The pack's development kit (tests/ltx_tdp_devkit) for the benchmarks and scripts, as pytest finds it.
+PYTHONPATH="$_tdp_root/tests${PYTHONPATH:+:$PYTHONPATH}"
+export TDP_PYTHON TDP_COMFYUI_DIR PYTHONPATH
 _tdp_log "python: $TDP_PYTHON"
 _tdp_log "ComfyUI: $TDP_COMFYUI_DIR ($("$TDP_PYTHON" -c "import sys; sys.path.insert(0, '$TDP_COMFYUI_DIR'); import comfyui_version; print(comfyui_version.__version__)" 2>/dev/null || echo unknown))"
 
-# >>> ltx-tdp: headless Chromium for the frontend tests (tests/server/test_frontend.py) >>>
+# >>> ltx-tdp: headless Chromium for the frontend tests (tests/nodes/test_frontend.py) >>>
 # Debian's `chromium`, driven by Playwright (pip `playwright` in TDP_TEST_TOOLS; never `playwright install`).
 # Installed once where apt-get is available and we are root; elsewhere the frontend tests skip with the reason.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -13,7 +13,8 @@ runs this file with the runtime's python. Steps:
    it took. The server is always stopped.
 
 The model is random, so the frames are coloured noise: the command proves the pipeline, not the picture.
-This is a script, not pack code: it borrows the test support modules from <repo>/tests.
+This is a script, not pack code: it uses the pack's development kit (`ltx_tdp_devkit`, tests/ on the
+PYTHONPATH that scripts/env.sh sets).
 """
 
 from __future__ import annotations
@@ -28,12 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-
-from support.api_prompts import tdp_upscale_prompt  # noqa: E402
-from support.paths import PACK_ROOT, TEST_NODE_PACK  # noqa: E402
-from support.server import ComfyServer, PromptFailed, output_images, prepare_base_dir  # noqa: E402
+from ltx_tdp_devkit.api_prompts import tdp_upscale_prompt
+from ltx_tdp_devkit.paths import PACK_ROOT, TEST_NODE_PACK
+from ltx_tdp_devkit.server import ComfyServer, PromptFailed, output_images, prepare_base_dir
 
 log = logging.getLogger("ltx_tdp.example")
 
@@ -57,11 +55,11 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
 
 def _build_models(comfy_dir: Path, base: Path) -> None:
     """Tiny LTXV + VAE with ComfyUI's own classes, configured for the CPU as `main.py --cpu` would be."""
-    sys.path.insert(0, str(comfy_dir))
+    sys.path.insert(0, str(comfy_dir))  # ComfyUI's own code (it is not an installed package)
     import comfy.cli_args
 
     comfy.cli_args.args.cpu = True
-    from support import tiny_models
+    from ltx_tdp_devkit import tiny_models
 
     tiny_models.build_ltxv(base / "models" / "diffusion_models" / UNET_NAME)
     tiny_models.build_vae(base / "models" / "vae" / VAE_NAME)

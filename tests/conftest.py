@@ -6,15 +6,17 @@ always configures one.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+import torch
 
-from support import comfy_runtime
-from support.pack_import import import_pack
-from support.paths import PACK_ROOT, TEST_NODE_PACK, comfyui_dir
-from support.server import ComfyServer, prepare_base_dir
+from ltx_tdp_devkit import comfy_runtime
+from ltx_tdp_devkit.pack import import_pack
+from ltx_tdp_devkit.paths import PACK_ROOT, TEST_NODE_PACK, comfyui_dir
+from ltx_tdp_devkit.server import ComfyServer, prepare_base_dir
 
 import_pack()
 
@@ -57,7 +59,7 @@ def comfy_base(tmp_path_factory: pytest.TempPathFactory, comfy_dir: Path) -> Pat
     """A ComfyUI base directory holding the tiny models (shared by in-process ComfyUI and the server)."""
     base = tmp_path_factory.mktemp("comfy_base")
     comfy_runtime.start(comfy_dir, base)
-    from support import tiny_models
+    from ltx_tdp_devkit import tiny_models
 
     models_dir = base / "models"
     tiny_models.build_ltxv(models_dir / MODEL_FILES["ltxv"])
@@ -98,10 +100,41 @@ def comfy_server(comfy_dir: Path, comfy_base: Path):
 @pytest.fixture(scope="session")
 def ltxav(comfy, model_names):
     """The tiny LTX-2 (audio + video) model through UNETLoader; skips where ComfyUI has no LTX-2."""
-    from support.tiny_models import has_ltxav
+    from ltx_tdp_devkit.tiny_models import has_ltxav
 
     if not has_ltxav():
         pytest.skip(f"ComfyUI {comfy.comfyui_version()} has no LTX-2 (comfy.ldm.lightricks.av_model); "
                     "point COMFYUI_DIR at a current ComfyUI")
     (model,) = comfy.run_node("UNETLoader", unet_name=model_names["ltxav"], weight_dtype="default")
     return model
+
+
+@pytest.fixture(scope="session")
+def vae(comfy, model_names):
+    """The tiny real LTX VAE (ComfyUI's own VideoVAE), loaded by comfy.sd.VAE from its file's metadata."""
+    import comfy.sd
+    import comfy.utils
+    import folder_paths
+
+    sd, meta = comfy.utils.load_torch_file(folder_paths.get_full_path_or_raise("vae", model_names["vae"]),
+                                           return_metadata=True)
+    return comfy.sd.VAE(sd=sd, metadata=meta)
+
+
+@pytest.fixture(scope="session")
+def noisy_vae(comfy):
+    """The tiny VAE with timestep conditioning: its decode adds noise (randn * s + (1 - s) * latent)."""
+    import comfy.sd
+    from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
+    from ltx_tdp_devkit import tiny_models
+
+    config = {**tiny_models.VAE_CONFIG, "timestep_conditioning": True}
+    gen = torch.Generator().manual_seed(7)
+    sd = {k: (torch.randn(v.shape, generator=gen) * 0.1).to(v.dtype) if v.is_floating_point() else v
+          for k, v in VideoVAE(config=config).state_dict().items()}
+    for key in sd:
+        if key.endswith("std-of-means"):
+            sd[key] = torch.ones_like(sd[key])
+        elif key.endswith("mean-of-means"):
+            sd[key] = torch.zeros_like(sd[key])
+    return comfy.sd.VAE(sd=sd, metadata={"config": json.dumps({"vae": config})})

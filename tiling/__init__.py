@@ -1,18 +1,21 @@
-"""Pure-torch tiling core: configs, interval splits, windows, tile plans, the blend loop, token selection.
+"""Pure-torch tiling core: configs, interval splits, windows, tile plans, the one blend loop, the ranks that
+share a loop's tiles, LTX's latent geometry, decode plans, token selection and the tile preview.
 
-Nothing here imports ComfyUI; the patcher adapter, the multi-GPU ranks and the tiled VAE decode use it.
+Nothing here imports ComfyUI; the model patcher, the multi-GPU ranks and the tiled VAE decode use it.
 """
 
 from .blend import blend_tiles
-from .config import AXES, AxisTileSize, AxisTiling, TileCountConfig, balanced_split
+from .config import AxisTileSize, AxisTiling, TileCountConfig, balanced_split
 from .errors import TilingError
+from .geometry import LTX_GEOMETRY, VIDEO_AXES, AxisScale, LatentGeometry, video_grid_shape, video_part
 from .intervals import Interval, max_valid_overlap, split_by_count, split_by_size, tiles_for_size
 from .plan import Tile, TilePlan, owner_of, plan_tiles
 from .tokens import conditioning_keep_mask, conditioning_weights
 from .windows import window_1d, window_nd
 
 __all__ = [
-    "AXES", "AxisTileSize", "AxisTiling", "Interval", "Tile", "TileCountConfig", "TilePlan", "TilingError",
-    "balanced_split", "blend_tiles", "conditioning_keep_mask", "conditioning_weights", "max_valid_overlap",
-    "owner_of", "plan_tiles", "split_by_count", "split_by_size", "tiles_for_size", "window_1d", "window_nd",
+    "LTX_GEOMETRY", "VIDEO_AXES", "AxisScale", "AxisTileSize", "AxisTiling", "Interval", "LatentGeometry", "Tile",
+    "TileCountConfig", "TilePlan", "TilingError", "balanced_split", "blend_tiles", "conditioning_keep_mask",
+    "conditioning_weights", "max_valid_overlap", "owner_of", "plan_tiles", "split_by_count", "split_by_size",
+    "tiles_for_size", "video_grid_shape", "video_part", "window_1d", "window_nd",
 ]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .geometry import VIDEO_AXES
 from .intervals import Interval, split_by_count, split_by_size
-
-AXES: tuple[str, str, str] = ("frames", "height", "width")
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ class TileCountConfig:
         return self.frames.tiles * self.height.tiles * self.width.tiles
 
     def describe(self) -> str:
-        return " x ".join(f"{name} {a.tiles} (overlap {a.overlap})" for name, a in zip(AXES, self.axes))
+        return " x ".join(f"{name} {a.tiles} (overlap {a.overlap})" for name, a in zip(VIDEO_AXES, self.axes))
 
 
 def balanced_split(ranks: int, height: int | None = None, width: int | None = None) -> tuple[int, int]:

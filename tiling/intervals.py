@@ -1,6 +1,6 @@
 """Splitting one axis into overlapping intervals whose trapezoid windows sum to exactly one.
 
-The split-by-count arithmetic is upstream LTX-2's (DESIGN.md §3); the validation is ours: a layout whose
+The split-by-count arithmetic is upstream LTX-2's (`ltx_core/tiling.py`, see `split_by_count`); the validation is ours: a layout whose
 windows would not sum to one is refused instead of being blended with brightened seams.
 """
 

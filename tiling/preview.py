@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import AXES, TileCountConfig
+from .config import TileCountConfig
+from .geometry import LTX_GEOMETRY, VIDEO_AXES
 from .intervals import Interval
 from .plan import TilePlan, plan_tiles
 from .windows import window_1d
@@ -29,9 +30,6 @@ EXACT_TOLERANCE = 1e-6
 
 EXACT_COLOUR = (0.22, 0.62, 0.34)
 """Heat-map colour of a cell whose blend weights sum to one."""
-
-LTX_PIXELS_PER_CELL = (8, 32, 32)
-"""LTX VAE scale: a latent frame is 8 video frames (the first one 1, causal), a latent cell 32 x 32 px."""
 
 LTX_POSITION_LIMIT_PX = 2048
 """LTX-2 positions are divided by 2048 px: larger tiles are out of the range the model was trained on."""
@@ -65,34 +63,12 @@ class TilePreview:
         return float((self.weight_sum - 1.0).abs().max())
 
 
-def latent_shape_for_pixels(frames: int, height: int, width: int) -> tuple[int, int, int]:
-    """(frames, height, width) of the LTX latent of a video of this size, as EmptyLTXVLatentVideo and VAE
-    Encode make it: (frames - 1) // 8 + 1 latent frames, height // 32 x width // 32 cells."""
-    if frames < 1 or height < 32 or width < 32:
-        raise ValueError(f"a video of {frames} frames at {width} x {height} px has no LTX latent (at least 1 frame, 32 x 32 px)")
-    ft, hs, ws = LTX_PIXELS_PER_CELL
-    return ((frames - 1) // ft + 1, height // hs, width // ws)
-
-
-def video_grid_shape(samples: object) -> tuple[int, int, int]:
-    """(frames, height, width) of a LATENT's samples: a 5-D video tensor, or the video part of an LTX-2
-    audio+video nested tensor (duck-typed: `is_nested` and `.tensors`)."""
-    if getattr(samples, "is_nested", False) and isinstance(getattr(samples, "tensors", None), (list, tuple)):
-        samples = samples.tensors[0]
-    shape = tuple(getattr(samples, "shape", ()))
-    if len(shape) != 5:
-        raise ValueError(
-            f"the tile preview needs a video latent (batch, channels, frames, height, width); got shape {shape}"
-        )
-    return (int(shape[2]), int(shape[3]), int(shape[4]))
-
-
 def preview_tiles(shape: Sequence[int], tiling: TileCountConfig, cell_px: int | None = None) -> TilePreview:
     """Plan `tiling` on a (frames, height, width) latent exactly as the TDP patcher does and draw it.
 
     Raises the patcher's TilingError (same message) for a layout it would refuse.
     """
-    return render_plan(plan_tiles(tuple(shape), tiling.axes, AXES), cell_px)
+    return render_plan(plan_tiles(tuple(shape), tiling.axes, VIDEO_AXES), cell_px)
 
 
 def render_plan(plan: TilePlan, cell_px: int | None = None) -> TilePreview:
@@ -190,21 +166,20 @@ def describe(plan: TilePlan, weight_sum: torch.Tensor) -> str:
     dev = float((weight_sum - 1.0).abs().max())
     lines = [
         f"latent {n_f} x {n_h} x {n_w} (frames x height x width) = {_px(plan.shape)}",
-        f"{len(plan)} tiles: " + " x ".join(f"{name} {c} (overlap {o})" for name, c, o in zip(AXES, counts, overlaps)),
+        f"{len(plan)} tiles: " + " x ".join(f"{name} {c} (overlap {o})" for name, c, o in zip(VIDEO_AXES, counts, overlaps)),
         f"largest tile: {big[0]} x {big[1]} x {big[2]} latent = {_px(big)}",
         ("blend weights sum to exactly 1 everywhere" if dev <= EXACT_TOLERANCE else "blend weights do NOT sum to 1")
         + f" (largest deviation {dev:.2e})",
     ]
-    if max(big[1], big[2]) * LTX_PIXELS_PER_CELL[1] > LTX_POSITION_LIMIT_PX:
+    if max(big[1], big[2]) * LTX_GEOMETRY.height.factor > LTX_POSITION_LIMIT_PX:
         lines.append(f"note: tiles wider than {LTX_POSITION_LIMIT_PX} px are outside LTX-2's trained position range; "
                      f"use more tiles")
     return "\n".join(lines)
 
 
 def _px(cells: Sequence[int]) -> str:
-    f, h, w = cells
-    ft, hs, ws = LTX_PIXELS_PER_CELL
-    return f"{ft * (f - 1) + 1} frames at {w * ws} x {h * hs} px"
+    f, h, w = LTX_GEOMETRY.pixel_shape(cells)
+    return f"{f} frames at {w} x {h} px"
 
 
 def _window_profile(interval: Interval, length: int) -> torch.Tensor:

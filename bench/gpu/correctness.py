@@ -1,7 +1,7 @@
 """Correctness on the device, with the test suite's tiny models (seconds each).
 
-Every check compares the pack's public paths (`ltx.patch.apply_tdp`, `ltx.vae_decode.decode_tiled`, a
-`multigpu` group's model runner and `decode`) against ComfyUI's own unpatched model and `vae.decode`, and
+Every check compares the pack's public paths (`ltx.model.apply_tdp`, `ltx.vae.decode_tiled`, a
+`multigpu` group's ranks and `decode`) against ComfyUI's own unpatched model and `vae.decode`, and
 records the measured difference with its limit.
 """
 
@@ -79,14 +79,14 @@ def two_by_two_bf16_matches_fp32_cpu(rec: Records, base_dir: Path) -> None:
 
 def one_tile_decode_bit_identical(rec: Records, base_dir: Path) -> None:
     """The tiled VAE decode with one tile covering the latent returns exactly `vae.decode`'s frames."""
-    from ltx_tdp.ltx.vae_decode import decode_tiled
-    from support.ltx_helpers import randn
+    from ltx_tdp.ltx.vae import DecodeSettings, decode_tiled
+    from ltx_tdp_devkit.ltx_helpers import randn
 
     vae = load_tiny_vae(base_dir)
     x = randn(1, 128, 3, 3, 4, seed=3)
     with torch.inference_mode():
         want = vae.decode(x)
-    got = decode_tiled(vae, x, spatial_tile=4096, spatial_overlap=0, temporal_tile=4096, temporal_overlap=0)
+    got = decode_tiled(vae, x, DecodeSettings(spatial_tile=4096))
     equal = got.shape == want.shape and torch.equal(got, want.to(got.dtype))
     diff = (got.double() - want.double()).abs().max().item() if got.shape == want.shape else math.inf
     rec.add("tiled decode, 1 tile == vae.decode", "ok" if equal else "fail", value=diff, limit=0.0,
@@ -95,12 +95,10 @@ def one_tile_decode_bit_identical(rec: Records, base_dir: Path) -> None:
 
 def two_rank_group_matches_single_process(rec: Records, base_dir: Path) -> None:
     """A 2-rank group with both ranks on this device (gloo) gives the single-process TDP call and decode."""
-    from ltx_tdp.ltx.model_job import model_runner
-    from ltx_tdp.ltx.vae_decode import decode_tiled
-    from ltx_tdp.ltx.vae_replica import vae_runner
+    from ltx_tdp.ltx.vae import DecodeSettings, decode_tiled
     from ltx_tdp.multigpu.group import get_group
     from ltx_tdp.multigpu.settings import resolve_settings
-    from support.ltx_helpers import randn
+    from ltx_tdp_devkit.ltx_helpers import randn
 
     dev = str(device())
     settings = resolve_settings(2, f"{dev},{dev}", "gloo", 60, "127.0.0.1", 0, local_device=dev)
@@ -109,16 +107,16 @@ def two_rank_group_matches_single_process(rec: Records, base_dir: Path) -> None:
         model = load_tiny_transformer(base_dir, torch.float32)
         inputs = call_inputs(model, LATENT, 5, 8, seed=4)
         single = inputs.video(model_call(tdp(model, LAYOUT), inputs, SIGMA))
-        multi = inputs.video(model_call(tdp(model, LAYOUT, model_runner(group, model)), inputs, SIGMA))
+        multi = inputs.video(model_call(tdp(model, LAYOUT, group), inputs, SIGMA))
         err = relative(multi, single)
         rec.add("2-rank group == single process (model call)", "ok" if err <= GROUP_LIMIT else "fail", value=err,
                 limit=GROUP_LIMIT, detail=f"{settings.backend}, devices {', '.join(settings.devices)}; "
                 f"max |diff| / max |x0| = {err:.2e}")
         vae = load_tiny_vae(base_dir)
         x = randn(1, 128, 4, 4, 6, seed=5)
-        tiles = dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8)
-        want = decode_tiled(vae, x, **tiles)
-        got = decode_tiled(vae, x, group=vae_runner(group, vae), **tiles)
+        tiles = DecodeSettings(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8)
+        want = decode_tiled(vae, x, tiles)
+        got = decode_tiled(vae, x, tiles, group=group)
         err = relative(got, want)
         rec.add("2-rank group == single process (tiled decode)", "ok" if err <= GROUP_LIMIT else "fail", value=err,
                 limit=GROUP_LIMIT, detail=f"frames {tuple(got.shape)}; max |diff| / max |frames| = {err:.2e}")

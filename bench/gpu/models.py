@@ -1,6 +1,6 @@
 """The models of the GPU check, all built with ComfyUI's own classes and loaders; nothing is downloaded.
 
-* tiny models: the test suite's (tests/support/tiny_models.py), saved as safetensors and loaded by
+* tiny models: the test suite's (tests/ltx_tdp_devkit/tiny_models.py), saved as safetensors and loaded by
   ComfyUI's `load_diffusion_model` / `comfy.sd.VAE` in the dtype and on the device asked for;
 * the real-size LTX-2 transformer: ComfyUI detects it from the model's own state dict built on the meta
   device (no memory), then builds it directly on the target device in the target dtype and its weights
@@ -65,7 +65,7 @@ def call_inputs(patcher: Any, latent: tuple[int, int, int], audio_latents: int, 
     LTX-2 gets ComfyUI's packed (video, audio) latent with `latent_shapes` and its processed text context
     (2 x caption_channels wide: video and audio halves); LTX-Video gets the video and caption_channels.
     """
-    from support.ltx_helpers import randn
+    from ltx_tdp_devkit.ltx_helpers import randn
 
     dm = patcher.model.diffusion_model
     dev = dev or device()
@@ -97,14 +97,12 @@ def model_call(patcher: Any, inputs: CallInputs, sigma: float) -> torch.Tensor:
                                          transformer_options={"wrappers": patcher.wrappers}, **inputs.kwargs)
 
 
-def tdp(patcher: Any, layout: Layout | None, runner: Any = None) -> Any:
-    """`patcher` patched by the pack's TDP patcher with `layout` (None: 1 x 1), optionally over a runner."""
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from support.ltx_helpers import tiling
+def tdp(patcher: Any, layout: Layout | None, group: Any = None) -> Any:
+    """`patcher` patched by the pack's TDP patcher with `layout` (None: 1 x 1), its tiles shared by `group`."""
+    from ltx_tdp_devkit.ltx_helpers import patch, tiling
 
     tiles = tiling(height=(layout.height, layout.overlap), width=(layout.width, layout.overlap)) if layout else tiling()
-    return apply_tdp(patcher, TDPSettings(tiles), runner)
+    return patch(patcher, tiles, group=group)
 
 
 # --- tiny models (the test suite's) ----------------------------------------------------------------------
@@ -112,7 +110,7 @@ def tdp(patcher: Any, layout: Layout | None, runner: Any = None) -> Any:
 
 def tiny_transformer_file(base_dir: Path) -> Path:
     """The tiny LTX-2 transformer of the tests (LTX-Video where ComfyUI has no LTX-2), built once."""
-    from support import tiny_models
+    from ltx_tdp_devkit import tiny_models
 
     if tiny_models.has_ltxav():
         path = base_dir / "tiny_ltxav.safetensors"
@@ -134,7 +132,7 @@ def load_tiny_vae(base_dir: Path) -> Any:
     """The tiny LTX VAE of the tests through `comfy.sd.VAE` (config from the file's metadata)."""
     import comfy.sd
     import comfy.utils
-    from support import tiny_models
+    from ltx_tdp_devkit import tiny_models
 
     path = base_dir / "tiny_vae.safetensors"
     if not path.exists():

@@ -8,6 +8,7 @@ what it measured. Times are wall-clock seconds between CUDA synchronisations; pe
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from typing import Any
@@ -20,12 +21,15 @@ from sizes import Layout, Sizes, decode_settings
 
 
 class RankShare:
-    """A tile group (the patcher's `tdp_group` seam, `tiling.seam.TileGroup`) in which this process is rank
-    `rank` of `world` and nobody else runs: it computes only the tiles that rank owns (round-robin) and does
-    no all_reduce. Its time is the compute one GPU of such a group does per model call."""
+    """A stand-in multi-GPU group for the patcher's `tdp_group`, whose ranks (`tiling.ranks.TileRanks`) make this
+    process rank `rank` of `world` with nobody else running: it computes only the tiles that rank owns
+    (round-robin) and does no all_reduce. Its time is the compute one GPU of such a group does per model call."""
 
     def __init__(self, rank: int, world: int):
         self.rank, self.world, self.tiles = rank, world, 0
+
+    def ranks(self, kind: str, source: Any) -> "RankShare":
+        return self
 
     def reduce(self, job: Any, partial: Any) -> torch.Tensor:
         self.tiles = 0
@@ -113,7 +117,7 @@ def transformer_untiled(rec: Records, sizes: Sizes) -> None:
 
 
 def _vae_and_latent(rec: Records, sizes: Sizes) -> tuple[Any, torch.Tensor]:
-    from support.ltx_helpers import randn
+    from ltx_tdp_devkit.ltx_helpers import randn
 
     vae, seconds, _ = measure(lambda: build_vae(sizes.vae_config))
     params = sum(p.numel() for p in vae.first_stage_model.decoder.parameters())
@@ -123,25 +127,25 @@ def _vae_and_latent(rec: Records, sizes: Sizes) -> tuple[Any, torch.Tensor]:
 
 def vae_tiled(rec: Records, sizes: Sizes) -> None:
     """The pack's tiled decode at the node's defaults: time, peak GPU memory, frames in system memory."""
-    from ltx_tdp.ltx.vae_decode import decode_tiled
+    from ltx_tdp.ltx.vae import decode_tiled
 
     vae, latent = _vae_and_latent(rec, sizes)
-    settings = decode_settings(vae, sizes.decode)
-    decode_tiled(vae, latent[:, :, :2, :4, :4], **settings)  # warm-up: load the VAE, pick kernels
+    settings = decode_settings(sizes.decode)
+    decode_tiled(vae, latent[:, :, :2, :4, :4], settings)  # warm-up: load the VAE, pick kernels
     tiles: dict[str, int] = {}
 
     def progress(done: int, total: int) -> None:
         tiles["total"] = total
 
     try:
-        frames, seconds, peak = measure(lambda: decode_tiled(vae, latent, progress=progress, **settings))
+        frames, seconds, peak = measure(lambda: decode_tiled(vae, latent, settings, progress=progress))
     except Exception as e:
         rec.add("tiled decode", "oom" if _oom(e) else "error", error=f"{type(e).__name__}: {e}"[:500])
         return
     rec.add("tiled decode", "ok", seconds=seconds, peak_gib=peak, tiles=tiles.get("total"),
             frames_shape=list(frames.shape), output_gib=frames.numel() * frames.element_size() / 2**30,
             output=f"{str(frames.dtype)[6:]} on {frames.device}",
-            settings=settings, node_inputs=sizes.decode, finite=bool(torch.isfinite(frames).all()))
+            settings=dataclasses.asdict(settings), node_inputs=sizes.decode, finite=bool(torch.isfinite(frames).all()))
 
 
 class _FallbackSeen(logging.Handler):

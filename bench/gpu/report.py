@@ -57,7 +57,7 @@ def step_time_rows(records: list[dict]) -> list[dict]:
 
 
 def summary(records: list[dict]) -> list[str]:
-    """The headline figures, one line each: what the README quotes."""
+    """The headline figures, one line each: what docs/benchmarks.md quotes."""
     checks = [r for step in ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks")
               for r in _find(records, step)]
     passed = sum(r["status"] == "ok" for r in checks)

@@ -19,6 +19,7 @@ fi
 comfy="${COMFYUI_DIR:-$carry/comfyui}"
 [ -d "$comfy/comfy" ] || { echo "no ComfyUI at $comfy: run bench/gpu/prepare.sh first or set COMFYUI_DIR" >&2; exit 2; }
 export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD/tests${PYTHONPATH:+:$PYTHONPATH}"  # the test kit (ltx_tdp_devkit): tiny models, configs
 extra=()
 if [ -n "${OUT:-}" ]; then extra=(--json "$OUT/gpu.json" --log "$OUT/gpu_steps.log"); fi
 set +e

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-TESTS = REPO / "tests"
 
 _device: str | None = None
 
@@ -27,9 +26,7 @@ def start(comfy_dir: Path, device: str, base_dir: Path) -> None:
     global _device
     if _device is not None:
         return
-    sys.path.insert(0, str(comfy_dir))
-    if str(TESTS) not in sys.path:
-        sys.path.insert(0, str(TESTS))
+    sys.path.insert(0, str(comfy_dir))  # ComfyUI's own code (it is not an installed package)
     import comfy.cli_args as cli
 
     args = cli.args
@@ -43,7 +40,7 @@ def start(comfy_dir: Path, device: str, base_dir: Path) -> None:
     if device != "cpu":
         torch.cuda.set_device(torch.device(device))
     import comfy.model_management  # noqa: F401  (reads the settings above)
-    from support.pack_import import import_pack
+    from ltx_tdp_devkit.pack import import_pack
 
     import_pack()
     logging.getLogger().setLevel(logging.WARNING)
@@ -68,7 +65,7 @@ def comfyui_version(comfy_dir: Path) -> str:
 
 
 def has_ltx2() -> bool:
-    from support.tiny_models import has_ltxav
+    from ltx_tdp_devkit.tiny_models import has_ltxav
 
     return has_ltxav()
 

@@ -15,9 +15,9 @@ Real sizes (facts, with where they come from):
 * TDP layouts: 2 x 2 tiles with overlap 5 latent cells (1 and 4 GPUs; 2 GPUs run two tiles each) and
   2 x 4 (8 GPUs), as the example workflows use.
 * VAE: the LTX-2 video VAE's configuration as LTX-2's checkpoints carry it in their metadata
-  (`config.vae`, kept once in tests/support/real_vae.py): decoder base 128 channels, res blocks 4, 6, 4,
+  (`config.vae`, kept once in tests/ltx_tdp_devkit/real_vae.py): decoder base 128 channels, res blocks 4, 6, 4,
   2, 2 between a space-only, a time-only and two x2/x1 upsamplers, patch 4, pixel norm, not
-  timestep-conditioned; decoded at the tiled decode node's default inputs (NODE_DECODE_DEFAULTS),
+  timestep-conditioned; decoded at the tiled decode node's default inputs (DecodeSettings()),
   resolved as the node resolves them.
 """
 
@@ -26,32 +26,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 def ltx2_vae_config() -> dict:
-    """The LTX-2 video VAE's config as its checkpoints carry it (the test suite's `support.real_vae`, one copy)."""
-    import sys
-    from pathlib import Path
-
-    tests = str(Path(__file__).resolve().parents[2] / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-    from support.real_vae import LTX2_VAE_CONFIG
+    """The LTX-2 video VAE's config as its checkpoints carry it (the test kit's `ltx_tdp_devkit.real_vae`, one copy)."""
+    from ltx_tdp_devkit.real_vae import LTX2_VAE_CONFIG
 
     return dict(LTX2_VAE_CONFIG)
 
-NODE_DECODE_DEFAULTS = {"spatial_tile": 2048, "spatial_overlap": 0, "temporal_tile": 4096, "temporal_overlap": 0,
-                        "quality": "exact"}
-"""LTX TDP Tiled VAE Decode's default inputs (tests/bench/test_gpu_smoke.py holds them to the node's schema:
-the node's module needs ComfyUI's API package, which a bare GPU machine cannot import)."""
 
+def decode_settings(node_inputs: dict) -> object:
+    """The tiled decode's settings for these node inputs; the node's defaults (DecodeSettings) for the rest."""
+    from ltx_tdp.ltx.vae import DecodeSettings
 
-def decode_settings(vae: object, node_inputs: dict) -> dict:
-    """`decode_tiled` settings for the node's inputs, resolved as the node resolves them: tiles and overlaps
-    as given, context from the quality preset (`ltx.vae_decode.preset_context`)."""
-    from ltx_tdp.ltx.vae_decode import preset_context
-
-    settings = {k: v for k, v in node_inputs.items() if k not in ("quality", "context_cells")}
-    extra = (node_inputs["context_cells"],) if "context_cells" in node_inputs else ()
-    settings["spatial_context"], settings["temporal_context"] = preset_context(vae, node_inputs["quality"], *extra)
-    return settings
+    return DecodeSettings(**node_inputs)
 
 
 @dataclass(frozen=True)
@@ -87,8 +72,8 @@ class Sizes:
     four: Layout = Layout(2, 2, 5)
     eight: Layout = Layout(2, 4, 5)
     vae_config: dict = field(default_factory=ltx2_vae_config)
-    decode: dict = field(default_factory=lambda: dict(NODE_DECODE_DEFAULTS))
-    """The tiled decode node's inputs (tiles, overlaps, quality)."""
+    decode: dict = field(default_factory=dict)
+    """The tiled decode node's inputs that differ from its defaults (DecodeSettings: tiles, overlaps, quality)."""
     warmup_latent: tuple[int, int, int] = (2, 8, 8)
 
 
@@ -97,7 +82,7 @@ REAL = Sizes(label="real (LTX-2 19B, 3840 x 2176 x 121)")
 
 def smoke_sizes() -> Sizes:
     """Tiny sizes that run every real-size step on a CPU in seconds (same code path, same layouts)."""
-    from support import tiny_models  # tests/support: the tiny models of the test suite
+    from ltx_tdp_devkit import tiny_models  # tests/ltx_tdp_devkit: the tiny models of the test suite
 
     vae = {**tiny_models.VAE_CONFIG, "timestep_conditioning": True}
     return Sizes(label="smoke (tiny models, CPU)", transformer=dict(tiny_models.LTXAV_CONFIG), video_latent=(3, 8, 12),

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ...tiling import AXES, Tile, blend_tiles, plan_tiles
+from ...tiling import VIDEO_AXES, Tile, blend_tiles, plan_tiles
 
 METHODS = ("full", "tdp", "tdp_global_pos", "blend_at_end", "no_overlap")
 LABELS = {
@@ -55,7 +55,7 @@ class Refiner:
 
     def sample(self, model: Any, clean: torch.Tensor, noise: torch.Tensor, sigmas: tuple[float, ...]) -> torch.Tensor:
         """The refined latent: `clean` noised to sigmas[0] with `noise`, then denoised along `sigmas`."""
-        from support.comfy_runtime import run_node
+        from ltx_tdp_devkit.comfy_runtime import run_node
 
         (guider,) = run_node("BasicGuider", model=model, conditioning=self.conditioning)
         (sampler,) = run_node("KSamplerSelect", sampler_name="euler")
@@ -66,7 +66,7 @@ class Refiner:
     def tiling(self, tiles: tuple[int, int], overlap: int) -> Any:
         """The tile layout, from the pack's LTX TDP Tile Config node (no overlap on an untiled axis)."""
         from ...nodes.tile_config import TileCountConfigNode
-        from support.comfy_runtime import run_node
+        from ltx_tdp_devkit.comfy_runtime import run_node
 
         (tiling,) = run_node(TileCountConfigNode, frames_tiles=1, frames_overlap=0,
                              height_tiles=tiles[0], height_overlap=overlap if tiles[0] > 1 else 0,
@@ -76,7 +76,7 @@ class Refiner:
     def tdp_model(self, tiling: Any, normalize_positions: bool) -> Any:
         """The MODEL from the pack's LTX TDP Model Patcher node."""
         from ...nodes.tdp_patcher import TDPModelPatcherNode
-        from support.comfy_runtime import run_node
+        from ltx_tdp_devkit.comfy_runtime import run_node
 
         (model,) = run_node(TDPModelPatcherNode, model=self.model, tiling=tiling,
                             normalize_positions=normalize_positions)
@@ -86,7 +86,7 @@ class Refiner:
                     tiling: Any) -> tuple[torch.Tensor, float]:
         """Every tile refined as its own latent, blended once with the pack's windows; also the RMS
         disagreement of neighbouring tiles where they overlap (0 without overlap)."""
-        plan = plan_tiles(clean.shape[-3:], tiling.axes, AXES)
+        plan = plan_tiles(clean.shape[-3:], tiling.axes, VIDEO_AXES)
         results: dict[int, torch.Tensor] = {}
 
         def evaluate(tile: Tile) -> torch.Tensor:

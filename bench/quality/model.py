@@ -48,7 +48,7 @@ def init_state_dict(cfg: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
 
 def save_checkpoint(sd: dict[str, torch.Tensor], path: Path, cfg: ModelConfig) -> Path:
     """Save `sd` as safetensors with `{"config": {"transformer": ...}}` metadata, as ComfyUI's loader reads it."""
-    from support.tiny_models import save_with_config
+    from ltx_tdp_devkit.tiny_models import save_with_config
 
     return save_with_config({k: v.detach().float().contiguous() for k, v in sd.items()}, path,
                             {"transformer": cfg.transformer_config()})
@@ -58,7 +58,7 @@ def load_model(checkpoint: Path) -> Any:
     """ComfyUI's MODEL for `checkpoint`, through UNETLoader (the file is linked into its diffusion_models folder)."""
     import folder_paths
 
-    from support import comfy_runtime
+    from ltx_tdp_devkit import comfy_runtime
 
     folder = Path(folder_paths.get_folder_paths("diffusion_models")[0])
     folder.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ def _f(x: float | None, digits: int = 2) -> str:
 
 
 def summary(cfg: BenchConfig, results: Results) -> dict:
-    """Per case and method, the means over the videos of every figure (what the tables and README show)."""
+    """Per case and method, the means over the videos of every figure (what the tables and docs/benchmarks.md show)."""
     out = {}
     for case in cfg.cases():
         out[case.label()] = {
@@ -86,7 +86,7 @@ def write(cfg: BenchConfig, trained: Trained, results: Results, out: Path, comfy
     lines = [
         "# Quality benchmark: what TDP's per-step blend buys",
         "",
-        "`bench/quality/run.py` (see the README's *Quality benchmark* section). ComfyUI "
+        "`bench/quality/run.py` (see docs/benchmarks.md, *Quality benchmark*). ComfyUI "
         f"{comfy_version}, CPU ({platform.machine()}), torch {torch.__version__}.",
         "",
         "## The model",

@@ -17,16 +17,11 @@ import atexit
 import logging
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
-
-from support import comfy_runtime  # noqa: E402
-from support.pack_import import import_pack  # noqa: E402
-from support.paths import comfyui_dir  # noqa: E402
+from ltx_tdp_devkit import comfy_runtime
 
 log = logging.getLogger("ltx_tdp.bench.quality")
 
@@ -46,17 +41,13 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    comfy_dir = comfyui_dir()
-    if comfy_dir is None:
-        raise SystemExit("no ComfyUI tree: run through `source scripts/env.sh` (see the docstring)")
     cache = args.cache
     if args.smoke:  # a fresh cache, removed at the end; the results stay in a temporary folder to look at
         cache = Path(tempfile.mkdtemp(prefix="ltx_tdp_quality_"))
         atexit.register(shutil.rmtree, cache, True)
-    comfy_runtime.start(comfy_dir, cache / "comfy_base")
+    comfy_runtime.start_script(cache / "comfy_base")
     comfy_runtime.quiet()
     logging.getLogger("ltx_tdp.bench.quality").setLevel(logging.INFO)
-    import_pack()
     from ltx_tdp.bench.quality import config, train
 
     cfg = config.SMOKE if args.smoke else config.BenchConfig()

@@ -56,14 +56,18 @@ def train(cfg: TrainConfig, cache: Path, progress: bool = True) -> Trained:
         return Trained(checkpoint, tuple(info["losses"]), tuple(info["holdout"]), info["seconds"], True)
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
-    torch.set_num_threads(cfg.threads)
-    start = time.time()
-    init = folder / f"ltxv_quality_{cfg.key()}_init.safetensors"
-    save_checkpoint(init_state_dict(cfg.model, cfg.seed), init, cfg.model)
-    model = load_model(init)
-    losses = _fit(cfg, model, progress)
-    seconds = time.time() - start
-    holdout = holdout_check(cfg, model)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)  # the same arithmetic on every machine; the caller's count comes back
+    try:
+        start = time.time()
+        init = folder / f"ltxv_quality_{cfg.key()}_init.safetensors"
+        save_checkpoint(init_state_dict(cfg.model, cfg.seed), init, cfg.model)
+        model = load_model(init)
+        losses = _fit(cfg, model, progress)
+        seconds = time.time() - start
+        holdout = holdout_check(cfg, model)
+    finally:
+        torch.set_num_threads(threads)
     save_checkpoint(model.model.diffusion_model.state_dict(), checkpoint, cfg.model)
     init.unlink()
     record.write_text(json.dumps({"config": asdict(cfg), "losses": losses, "holdout": holdout,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.ltx_helpers import load_ltxv
+from ltx_tdp_devkit.ltx_helpers import load_ltxv
 
 WORKER_SCRIPT = "multigpu/worker_main.py"
 TIMEOUT_S = 20.0

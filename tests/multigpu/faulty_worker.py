@@ -26,7 +26,8 @@ def main() -> int:
     worker_main = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(worker_main)
     args = worker_main.parse_args(sys.argv[1:])
-    worker_main.register_pack(Path(args.comfyui_dir).resolve())
+    sys.path.insert(0, str(Path(args.comfyui_dir).resolve()))  # ComfyUI's model code, as worker_main.main does
+    worker_main.import_pack()
     if os.environ.get("TDP_FAULT", "error") == "stall-mid-ack":
         worker = importlib.import_module(f"{worker_main.PACKAGE}.multigpu.worker")
         ack = worker.Worker._ack
@@ -39,7 +40,7 @@ def main() -> int:
 
         worker.Worker._ack = stall_mid_ack
     else:
-        model_job = importlib.import_module(f"{worker_main.PACKAGE}.ltx.model_job")
+        model_job = importlib.import_module(f"{worker_main.PACKAGE}.ltx.model.job")
 
         def run(self, *a, **kw):
             raise RuntimeError(MESSAGE)

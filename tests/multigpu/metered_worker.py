@@ -1,5 +1,5 @@
 """Test support (never shipped): `multigpu/worker_main.py` whose decode jobs run under the tiled-decode
-tests' live-tensor meter (tests/comfy/test_tiled_vae_decode.py: PeakTensorBytes). Each decode job's peak
+tests' live-tensor meter (ltx_tdp_devkit.memory.PeakTensorBytes). Each decode job's peak
 is appended (one line, bytes) to the file named by $TDP_METER_OUT. Arguments: those of worker_main.py."""
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ def main() -> int:
     sys.path.pop(0)  # this folder must not shadow top-level modules
     worker_main = _load("tdp_worker_main", PACK / "multigpu" / "worker_main.py")
     args = worker_main.parse_args(sys.argv[1:])
-    worker_main.register_pack(Path(args.comfyui_dir).resolve())
-    meter = _load("tdp_decode_meter", TESTS / "comfy" / "test_tiled_vae_decode.py").PeakTensorBytes
+    sys.path.insert(0, str(Path(args.comfyui_dir).resolve()))  # ComfyUI's model code, as worker_main.main does
+    worker_main.import_pack()
+    meter = _load("tdp_memory", TESTS / "ltx_tdp_devkit" / "memory.py").PeakTensorBytes
     worker = importlib.import_module(f"{worker_main.PACKAGE}.multigpu.worker")
     gather, out = worker.Worker._gather, Path(os.environ["TDP_METER_OUT"])
 

@@ -7,30 +7,30 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support.ltx_helpers import load_vae, randn
-from support.paths import PACK_ROOT
-from support.server import free_port
-from support.external_workers import start_test_worker
+from ltx_tdp_devkit.ltx_helpers import load_vae, randn
+from ltx_tdp_devkit.memory import PeakTensorBytes
+from ltx_tdp_devkit.server import free_port
+from ltx_tdp_devkit.external_workers import start_test_worker
+from ltx_tdp_devkit.vae_helpers import settings
 
 pytestmark = pytest.mark.distributed
 
-SETTINGS = dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8)
+SETTINGS = settings(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8, context=1)
 LATENT = (1, 128, 4, 8, 8)  # 25 frames of 256 x 256: 4 x 4 x 2 tiles
 
 
 def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_names, group_factory, tmp_path):
-    from ltx_tdp.ltx.vae_decode import decode_tiled, prepare_decode
-    from ltx_tdp.ltx.vae_replica import vae_runner
+    from ltx_tdp.ltx.vae import decode_tiled
+    from ltx_tdp.ltx.vae.block import prepare_decode
 
-    meter = _load_meter()
     vae = load_vae(model_names)
     x = randn(*LATENT, seed=4)
-    decode = prepare_decode(vae, x, **SETTINGS)
+    decode = prepare_decode(vae, x, SETTINGS)
     tiles = decode.plan.pixels.tiles
     decode.decode_tile(tiles[0])  # warm up: loading the VAE is not a tile's decode
     tile_peak = 0
     for tile in tiles:  # the largest decode of any one tile, weighted as a worker sends it
-        one_tile = meter()
+        one_tile = PeakTensorBytes()
         with one_tile, torch.inference_mode():
             decode.decode_tile(tile).to("cpu", torch.float32) * tile.window()
         tile_peak = max(tile_peak, one_tile.peak)
@@ -41,10 +41,9 @@ def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_n
     worker = start_test_worker("metered_worker.py", comfy_dir, port, 60, TDP_METER_OUT=str(out))
     try:
         group = group_factory(2, timeout_s=60, external_workers=True, port=port, address="127.0.0.1")
-        over = vae_runner(group, vae)
-        decode_tiled(vae, x, group=over, **SETTINGS)  # warm up: loading the VAE replica is not the decode's peak
-        multi = decode_tiled(vae, x, group=over, **SETTINGS)
-        err = (multi - decode_tiled(vae, x, **SETTINGS)).abs().max().item()
+        decode_tiled(vae, x, SETTINGS, group=group)  # warm up: loading the VAE replica is not the decode's peak
+        multi = decode_tiled(vae, x, SETTINGS, group=group)
+        err = (multi - decode_tiled(vae, x, SETTINGS)).abs().max().item()
         assert err <= 1e-6, f"the metered 2-rank decode differs from single-process by {err:.3e}"
         group.shutdown()
         assert worker.wait(timeout=60) == 0, "the metered worker did not end cleanly"
@@ -59,13 +58,3 @@ def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_n
               f"{tile_bytes / 2**20:.2f} MiB, the clip's frames {frames_bytes / 2**20:.2f} MiB ({len(tiles)} tiles)")
     assert peak <= limit, f"{report}; limit one tile's decode + 3 tiles + 1 MiB = {limit / 2**20:.2f} MiB"
     assert frames_bytes > limit - tile_peak, f"{report}: a worker holding the frames would pass too"
-
-
-def _load_meter():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("tdp_decode_meter", PACK_ROOT / "tests" / "comfy" /
-                                                  "test_tiled_vae_decode.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.PeakTensorBytes

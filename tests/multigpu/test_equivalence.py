@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
-from support.ltx_helpers import call_model, ksample, randn, tiling
+from ltx_tdp_devkit.ltx_helpers import call_model, ksample, patch, randn, tiling
 
 pytestmark = pytest.mark.distributed
 
 LAYOUTS = {"4-tiles": dict(height=(2, 2), width=(2, 2)), "2-tiles": dict(width=(2, 2))}
 
-
-
-def _tdp(model, layout, group=None):
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from ltx_tdp.ltx.model_job import model_runner
-
-    runner = model_runner(group, model) if group is not None else None
-    return apply_tdp(model, TDPSettings(tiling(**layout)), runner)
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2-ranks", "3-ranks"])
@@ -43,9 +33,9 @@ def _count_rank0_tiles(model, calls: list):
 @pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_x0_of_a_model_call_equals_single_process(ltxv, group, layout):
     x = randn(2, 128, 3, 8, 10, seed=1)
-    single = call_model(_tdp(ltxv, layout), x, 0.6)
+    single = call_model(patch(ltxv, tiling(**layout)), x, 0.6)
     rank0_tiles: list = []
-    multi = call_model(_count_rank0_tiles(_tdp(ltxv, layout, group), rank0_tiles), x, 0.6)
+    multi = call_model(_count_rank0_tiles(patch(ltxv, tiling(**layout), group=group), rank0_tiles), x, 0.6)
     err = (multi - single).abs().max().item()
     assert err <= 1e-6, f"{group.rank_count} ranks, {layout}: x0 differs by {err:.3e} (limit 1e-6)"
     n_tiles = 4 if "height" in layout else 2
@@ -56,7 +46,7 @@ def test_x0_of_a_model_call_equals_single_process(ltxv, group, layout):
 @pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_ksampler_result_equals_single_process(comfy, ltxv, group, layout):
     latent = {"samples": randn(1, 128, 3, 8, 10, seed=2)}
-    single = ksample(comfy, _tdp(ltxv, layout), latent, steps=3, cfg=2.0)
-    multi = ksample(comfy, _tdp(ltxv, layout, group), latent, steps=3, cfg=2.0)
+    single = ksample(comfy, patch(ltxv, tiling(**layout)), latent, steps=3, cfg=2.0)
+    multi = ksample(comfy, patch(ltxv, tiling(**layout), group=group), latent, steps=3, cfg=2.0)
     err = (multi - single).abs().max().item()
     assert err <= 1e-5, f"{group.rank_count} ranks, {layout}: KSampler result differs by {err:.3e} (limit 1e-5)"

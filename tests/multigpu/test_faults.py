@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from support.fault_probes import fault_latent, on_rank0_tile, tdp
-from support.ltx_helpers import ksample
+from ltx_tdp_devkit.fault_probes import fault_latent, on_rank0_tile
+from ltx_tdp_devkit.ltx_helpers import ksample, tdp_2x2
 
 pytestmark = pytest.mark.distributed
 
@@ -24,7 +24,7 @@ def test_a_failed_worker_fails_the_prompt_in_time_naming_its_rank_and_the_next_r
     from ltx_tdp.multigpu.settings import TDPGroupError
 
     group = group_factory(2, timeout_s=timeout_s)
-    reference = ksample(comfy, tdp(ltxv), fault_latent(), steps=3)
+    reference = ksample(comfy, tdp_2x2(ltxv), fault_latent(), steps=3)
     victim = group.session().procs[1].pid
     hit: list[float] = []
 
@@ -32,7 +32,7 @@ def test_a_failed_worker_fails_the_prompt_in_time_naming_its_rank_and_the_next_r
         os.kill(victim, sig)
         hit.append(time.monotonic())
 
-    model = on_rank0_tile(tdp(ltxv, group), 3, strike)  # rank 0 runs 2 of 4 tiles: mid-call 2 of 3
+    model = on_rank0_tile(tdp_2x2(ltxv, group), 3, strike)  # rank 0 runs 2 of 4 tiles: mid-call 2 of 3
     with pytest.raises(TDPGroupError) as failure:
         ksample(comfy, model, fault_latent(), steps=3)
     took = time.monotonic() - hit[0]
@@ -41,7 +41,7 @@ def test_a_failed_worker_fails_the_prompt_in_time_naming_its_rank_and_the_next_r
     assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
     assert not live_workers(), f"worker processes left after the failure: {live_workers()}"
 
-    again = ksample(comfy, tdp(ltxv, group), fault_latent(), steps=3)
+    again = ksample(comfy, tdp_2x2(ltxv, group), fault_latent(), steps=3)
     err = (again - reference).abs().max().item()
     assert err <= 1e-5, f"the run after the failure differs from single-process by {err:.3e}"
     assert group.session().procs[1].pid != victim, "the next run did not start a fresh worker"
@@ -52,15 +52,15 @@ def test_an_interrupt_stops_every_rank_and_the_group_keeps_serving(comfy, ltxv, 
     import comfy.model_management as mm
 
     group = group_factory(ranks)
-    reference = ksample(comfy, tdp(ltxv), fault_latent(), steps=3)
+    reference = ksample(comfy, tdp_2x2(ltxv), fault_latent(), steps=3)
     session = group.session()
-    model = on_rank0_tile(tdp(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
+    model = on_rank0_tile(tdp_2x2(ltxv, group), 3, lambda: mm.interrupt_current_processing(True))
     try:
         with pytest.raises(mm.InterruptProcessingException):
             ksample(comfy, model, fault_latent(), steps=3)
     finally:
         mm.interrupt_current_processing(False)
     assert group.session() is session and not session.closed, f"the interrupt tore the {ranks}-rank group down"
-    again = ksample(comfy, tdp(ltxv, group), fault_latent(), steps=3)
+    again = ksample(comfy, tdp_2x2(ltxv, group), fault_latent(), steps=3)
     err = (again - reference).abs().max().item()
     assert err <= 1e-5, f"{ranks} ranks: the run after the interrupt differs from single-process by {err:.3e}"

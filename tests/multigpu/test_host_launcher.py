@@ -11,21 +11,12 @@ import sys
 import pytest
 import torch
 
-from support.ltx_helpers import call_model, tiling
-from support.paths import PACK_ROOT
-from support.server import free_port
+from ltx_tdp_devkit.ltx_helpers import call_model, tdp_2x2
+from ltx_tdp_devkit.paths import PACK_ROOT
+from ltx_tdp_devkit.server import free_port
 
 pytestmark = pytest.mark.distributed
 
-LAYOUT = dict(height=(2, 2), width=(2, 2))
-
-
-def _tdp(model, group=None):
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from ltx_tdp.ltx.model_job import model_runner
-
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model) if group else None)
 
 
 def test_one_host_command_starts_2_local_ranks_that_join_a_3_rank_group(comfy, comfy_dir, ltxv, group_factory):
@@ -37,8 +28,8 @@ def test_one_host_command_starts_2_local_ranks_that_join_a_3_rank_group(comfy, c
     try:
         group = group_factory(3, timeout_s=60, external_workers=True, port=port, address="127.0.0.1")
         x = torch.randn(1, 128, 2, 8, 10, generator=torch.Generator().manual_seed(7))
-        single = call_model(_tdp(ltxv), x, 0.6)
-        multi = call_model(_tdp(ltxv, group), x, 0.6)
+        single = call_model(tdp_2x2(ltxv), x, 0.6)
+        multi = call_model(tdp_2x2(ltxv, group), x, 0.6)
         err = (multi - single).abs().max().item()
         assert err <= 1e-6, f"3 ranks (2 from one host command): x0 differs by {err:.3e} (limit 1e-6)"
         hosts = {h["rank"]: h["pid"] for h in group.session().hellos.values()}

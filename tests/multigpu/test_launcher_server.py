@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from support.api_prompts import tdp_upscale_prompt
-from support.server import PromptFailed
+from ltx_tdp_devkit.api_prompts import tdp_upscale_prompt
+from ltx_tdp_devkit.server import PromptFailed
 
 pytestmark = [pytest.mark.distributed, pytest.mark.server]
 
@@ -76,7 +76,7 @@ def test_workers_end_when_comfyui_is_killed(comfy_dir, comfy_base, model_names):
     """SIGKILL gives ComfyUI no chance to clean up: the workers notice on their own (their pipe closes)."""
     import sys
 
-    from support.server import ComfyServer
+    from ltx_tdp_devkit.server import ComfyServer
 
     server = ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable,
                          log_path=comfy_base / "server_killed.log")

@@ -7,37 +7,26 @@ Skipped on runtimes without LTX-2 (ComfyUI 0.3.75); run with a current ComfyUI:
 from __future__ import annotations
 
 import pytest
-import torch
 
-from support.ltx_helpers import conditioning, ksample, randn, tiling
+from ltx_tdp_devkit.ltx_helpers import conditioning, ksample, randn, tdp_2x2
 
 pytestmark = [pytest.mark.distributed, pytest.mark.ltx2]
 
 CONTEXT_DIM = 32
-LAYOUT = dict(height=(2, 2), width=(2, 2))
 
 
-
-
-def _tdp(model, audio_mode: str, group=None):
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from ltx_tdp.ltx.model_job import model_runner
-
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT), True, audio_mode),
-                     model_runner(group, model) if group else None)
 
 
 @pytest.mark.parametrize("mode", ["held", "average"])
 def test_audio_video_ksampler_over_2_ranks_equals_single_process(comfy, ltxav, group_factory, mode):
-    from ltx_tdp.ltx.audio import AUDIO_AVERAGE, AUDIO_HELD
+    from ltx_tdp.ltx.model.audio import AUDIO_AVERAGE, AUDIO_HELD
 
     audio_mode = AUDIO_HELD if mode == "held" else AUDIO_AVERAGE
     (latent,) = comfy.run_node("LTXVConcatAVLatent", video_latent={"samples": randn(1, 128, 2, 8, 8, seed=1)},
                                audio_latent={"samples": randn(1, 8, 5, 16, seed=2), "type": "audio"})
     kw = dict(denoise=0.4, positive=conditioning(1, dim=CONTEXT_DIM), negative=conditioning(2, dim=CONTEXT_DIM))
-    single = ksample(comfy, _tdp(ltxav, audio_mode), latent, **kw)
-    multi = ksample(comfy, _tdp(ltxav, audio_mode, group_factory(2)), latent, **kw)
+    single = ksample(comfy, tdp_2x2(ltxav, audio_mode=audio_mode), latent, **kw)
+    multi = ksample(comfy, tdp_2x2(ltxav, group_factory(2), audio_mode=audio_mode), latent, **kw)
     for name, a, b in zip(("video", "audio"), multi.unbind(), single.unbind()):
         err = (a - b).abs().max().item()
         assert err <= 1e-5, f"{mode} audio: {name} differs from single-process by {err:.3e} (limit 1e-5)"

@@ -7,20 +7,11 @@ import gc
 
 import pytest
 
-from support.ltx_helpers import ksample, randn, tiling
+from ltx_tdp_devkit.ltx_helpers import ksample, randn, tdp_2x2
 
 pytestmark = pytest.mark.distributed
 
 PROMPTS = 20
-LAYOUT = dict(height=(2, 2), width=(2, 2))
-
-
-def _tdp(model, group):
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from ltx_tdp.ltx.model_job import model_runner
-
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model))
 
 
 def test_20_consecutive_2_rank_prompts_leak_no_process_and_no_memory(comfy, ltxv, group_factory, live_workers):
@@ -29,7 +20,7 @@ def test_20_consecutive_2_rank_prompts_leak_no_process_and_no_memory(comfy, ltxv
     group = group_factory(2)
     rank0, worker, rss = psutil.Process(), None, []
     for prompt in range(PROMPTS):
-        ksample(comfy, _tdp(ltxv, group), {"samples": randn(1, 128, 2, 8, 8, seed=prompt)}, seed=prompt, steps=2)
+        ksample(comfy, tdp_2x2(ltxv, group), {"samples": randn(1, 128, 2, 8, 8, seed=prompt)}, seed=prompt, steps=2)
         gc.collect()
         pids = live_workers()
         assert len(pids) == 1, f"after prompt {prompt + 1}: worker processes {pids}"

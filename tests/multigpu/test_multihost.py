@@ -8,25 +8,16 @@ import sys
 import pytest
 import torch
 
-from support.ltx_helpers import call_model, tiling
-from support.paths import PACK_ROOT
-from support.server import free_port
+from ltx_tdp_devkit.ltx_helpers import call_model, tdp_2x2
+from ltx_tdp_devkit.paths import PACK_ROOT
+from ltx_tdp_devkit.server import free_port
 
 pytestmark = pytest.mark.distributed
 
-LAYOUT = dict(height=(2, 2), width=(2, 2))
-
-
-def _tdp(model, group=None):
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from ltx_tdp.ltx.model_job import model_runner
-
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model) if group else None)
 
 
 def documented_command(comfy_dir, rank: int, world: int, port: int) -> list[str]:
-    """The README's multi-host command, with this machine's python."""
+    """The documented multi-host command (docs/multi-gpu.md), with this machine's python."""
     return [sys.executable, str(PACK_ROOT / "multigpu" / "worker_main.py"), "--comfyui-dir", str(comfy_dir),
             "--rank", str(rank), "--world-size", str(world), "--master-addr", "127.0.0.1",
             "--master-port", str(port), "--device", "cpu", "--timeout", "30"]
@@ -38,8 +29,8 @@ def test_external_workers_join_by_the_documented_command_and_results_match(comfy
     try:
         group = group_factory(3, timeout_s=30, external_workers=True, port=port, address="127.0.0.1")
         x = torch.randn(1, 128, 2, 8, 10, generator=torch.Generator().manual_seed(7))
-        single = call_model(_tdp(ltxv), x, 0.6)
-        multi = call_model(_tdp(ltxv, group), x, 0.6)
+        single = call_model(tdp_2x2(ltxv), x, 0.6)
+        multi = call_model(tdp_2x2(ltxv, group), x, 0.6)
         err = (multi - single).abs().max().item()
         assert err <= 1e-6, f"3 ranks (2 external): x0 differs by {err:.3e} (limit 1e-6)"
         assert group.session().procs == {}, "rank 0 started workers although they were external"
@@ -57,7 +48,7 @@ def test_the_group_listens_only_on_the_configured_address(comfy, ltxv, group_fac
     import psutil
 
     group = group_factory(2)
-    call_model(_tdp(ltxv, group), torch.zeros(1, 128, 1, 8, 8), 0.5)
+    call_model(tdp_2x2(ltxv, group), torch.zeros(1, 128, 1, 8, 8), 0.5)
     session = group.session()
     for proc in [psutil.Process(), *(psutil.Process(p.pid) for p in session.procs.values())]:
         connections = getattr(proc, "net_connections", None) or proc.connections

@@ -13,10 +13,10 @@ import time
 import pytest
 import torch
 
-from support.fault_probes import fault_latent, on_rank0_tile, tdp
-from support.ltx_helpers import call_model, ksample
-from support.server import free_port
-from support.external_workers import start_test_worker
+from ltx_tdp_devkit.fault_probes import fault_latent, on_rank0_tile
+from ltx_tdp_devkit.ltx_helpers import call_model, ksample, tdp_2x2
+from ltx_tdp_devkit.server import free_port
+from ltx_tdp_devkit.external_workers import start_test_worker
 
 pytestmark = pytest.mark.distributed
 
@@ -37,7 +37,7 @@ def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_live
     from ltx_tdp.multigpu.settings import GroupSettings, TDPGroupError
 
     group = get_group(GroupSettings(devices=devices, backend=backend, timeout_s=timeout_s))
-    reference = ksample(comfy, tdp(ltxv), fault_latent(), steps=3)
+    reference = ksample(comfy, tdp_2x2(ltxv), fault_latent(), steps=3)
     session = group.session()
     victim = session.procs[1].pid
     hit: list[float] = []
@@ -51,7 +51,7 @@ def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_live
         os.kill(victim, sig)
         hit.append(time.monotonic())
 
-    model = on_rank0_tile(tdp(ltxv, group), 4, strike_after_ack)  # rank 0 runs tiles 0, 2: call 2, its 2nd
+    model = on_rank0_tile(tdp_2x2(ltxv, group), 4, strike_after_ack)  # rank 0 runs tiles 0, 2: call 2, its 2nd
     with pytest.raises(TDPGroupError) as failure:
         ksample(comfy, model, fault_latent(), steps=3)
     took = time.monotonic() - hit[0]
@@ -62,7 +62,7 @@ def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_live
     assert session.ended == "aborted" and not dist.is_initialized(), \
         f"rank 0 did not abort the process group after the fault (it was {session.ended})"
 
-    again = ksample(comfy, tdp(ltxv, group), fault_latent(), steps=3)
+    again = ksample(comfy, tdp_2x2(ltxv, group), fault_latent(), steps=3)
     err = (again - reference).abs().max().item()
     assert err <= 1e-5, f"the run after the fault differs from single-process by {err:.3e}"
     assert group.session().procs[1].pid != victim, "the next run did not start a fresh worker"
@@ -104,7 +104,7 @@ def test_a_worker_frozen_between_its_ack_and_its_count_is_named_within_the_timeo
         x = fault_latent()["samples"]
         start = time.monotonic()
         with pytest.raises(TDPGroupError) as failure:
-            call_model(tdp(ltxv, group), x, 0.6)
+            call_model(tdp_2x2(ltxv, group), x, 0.6)
         took = time.monotonic() - start
         message = str(failure.value)
         assert "rank 1" in message and "stopped answering" in message, message
@@ -113,6 +113,6 @@ def test_a_worker_frozen_between_its_ack_and_its_count_is_named_within_the_timeo
     finally:
         worker.kill()  # SIGKILL ends a stopped process too
         worker.wait(timeout=30)
-    again = call_model(tdp(ltxv, group_factory(2, timeout_s=timeout_s)), x, 0.6)
-    err = (again - call_model(tdp(ltxv), x, 0.6)).abs().max().item()
+    again = call_model(tdp_2x2(ltxv, group_factory(2, timeout_s=timeout_s)), x, 0.6)
+    err = (again - call_model(tdp_2x2(ltxv), x, 0.6)).abs().max().item()
     assert err <= 1e-6, f"the next call on a fresh 2-rank group differs from single-process by {err:.3e}"

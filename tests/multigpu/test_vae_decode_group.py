@@ -9,14 +9,16 @@ import json
 import pytest
 import torch
 
-from support.ltx_helpers import load_vae, randn
+from ltx_tdp_devkit.ltx_helpers import load_vae, randn
+from ltx_tdp_devkit.vae_helpers import plan, tiled
 
 pytestmark = pytest.mark.distributed
 
 LAYOUTS = {
     # name (tile counts frames x height x width): latent (frames, height, width), decode settings
-    "2x2x2-tiles": ((4, 4, 4), dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8)),
-    "1x1x2-tiles": ((2, 2, 6), dict(spatial_tile=128, spatial_overlap=32, temporal_tile=4096, temporal_overlap=0)),
+    "2x2x2-tiles": ((4, 4, 4), dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8, context=1)),
+    "1x1x2-tiles": ((2, 2, 6), dict(spatial_tile=128, spatial_overlap=32, temporal_tile=4096, temporal_overlap=0,
+                                    context=1)),
 }
 COUNTS = {"2x2x2-tiles": (2, 2, 2), "1x1x2-tiles": (1, 1, 2)}
 LIMIT = 1e-6
@@ -39,7 +41,7 @@ def _tiny_vae(seed: int, **config):
     """Another tiny LTX VAE (ComfyUI's own comfy.sd.VAE) with weights from `seed` and config overrides."""
     import comfy.sd
     from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
-    from support import tiny_models
+    from ltx_tdp_devkit import tiny_models
 
     cfg = {**tiny_models.VAE_CONFIG, **config}
     gen = torch.Generator().manual_seed(seed)
@@ -54,32 +56,25 @@ def _tiny_vae(seed: int, **config):
     return comfy.sd.VAE(sd=sd, metadata={"config": json.dumps({"vae": cfg})})
 
 
-def _single(vae, x, **settings) -> torch.Tensor:
+def _single(vae, x, **kw) -> torch.Tensor:
     """The single-process decode (computed once per VAE, latent and settings in this module)."""
-    from ltx_tdp.ltx.vae_decode import decode_tiled
-
-    key = (id(vae), x.shape, x.sum().item(), tuple(sorted(settings.items())))
+    key = (id(vae), x.shape, x.sum().item(), tuple(sorted(kw.items())))
     if key not in _singles:
-        _singles[key] = decode_tiled(vae, x, **settings)
+        _singles[key] = tiled(vae, x, **kw)
     return _singles[key]
 
 
-def _over(group, vae, x, progress=None, **settings) -> torch.Tensor:
-    from ltx_tdp.ltx.vae_decode import decode_tiled
-    from ltx_tdp.ltx.vae_replica import vae_runner
-
-    return decode_tiled(vae, x, group=vae_runner(group, vae), progress=progress, **settings)
+def _over(group, vae, x, progress=None, **kw) -> torch.Tensor:
+    return tiled(vae, x, group=group, progress=progress, **kw)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=LAYOUTS.keys())
 def test_decode_over_the_group_equals_the_single_process_decode(vae, group, layout):
-    from ltx_tdp.ltx.vae_decode import decode_layout
-
     shape, settings = LAYOUTS[layout]
     x = randn(1, 128, *shape, seed=1)
-    _, plan, _ = decode_layout(vae, x, **settings)
-    assert plan.pixels.counts == COUNTS[layout], f"tile counts {plan.pixels.counts}"
-    n_tiles = len(plan.pixels.tiles)
+    layout_plan = plan(vae, x, **settings)
+    assert layout_plan.pixels.counts == COUNTS[layout], f"tile counts {layout_plan.pixels.counts}"
+    n_tiles = len(layout_plan.pixels.tiles)
     reports: list[tuple[int, int]] = []
     multi = _over(group, vae, x, progress=lambda done, total: reports.append((done, total)), **settings)
     single = _single(vae, x, **settings)

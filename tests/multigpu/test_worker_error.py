@@ -9,22 +9,13 @@ import time
 import pytest
 import torch
 
-from support.ltx_helpers import call_model, tiling
-from support.paths import PACK_ROOT
-from support.server import free_port
-from support.external_workers import start_test_worker
+from ltx_tdp_devkit.ltx_helpers import call_model, tdp_2x2
+from ltx_tdp_devkit.paths import PACK_ROOT
+from ltx_tdp_devkit.server import free_port
+from ltx_tdp_devkit.external_workers import start_test_worker
 
 pytestmark = pytest.mark.distributed
 
-LAYOUT = dict(height=(2, 2), width=(2, 2))
-
-
-def _tdp(model, group=None):
-    from ltx_tdp.ltx.model_call import TDPSettings
-    from ltx_tdp.ltx.patch import apply_tdp
-    from ltx_tdp.ltx.model_job import model_runner
-
-    return apply_tdp(model, TDPSettings(tiling(**LAYOUT)), model_runner(group, model) if group else None)
 
 
 def test_a_workers_error_text_reaches_rank_0_with_its_rank_named(comfy, comfy_dir, ltxv, group_factory):
@@ -40,7 +31,7 @@ def test_a_workers_error_text_reaches_rank_0_with_its_rank_named(comfy, comfy_di
         x = torch.randn(1, 128, 2, 8, 10, generator=torch.Generator().manual_seed(7))
         start = time.monotonic()
         with pytest.raises(TDPGroupError) as failure:
-            call_model(_tdp(ltxv, group), x, 0.6)
+            call_model(tdp_2x2(ltxv, group), x, 0.6)
         took = time.monotonic() - start
         message = str(failure.value)
         assert "rank 1" in message and MESSAGE in message, message
@@ -52,7 +43,7 @@ def test_a_workers_error_text_reaches_rank_0_with_its_rank_named(comfy, comfy_di
             worker.kill()
             worker.wait()
         sys.path.remove(str(PACK_ROOT / "tests" / "multigpu"))
-    single = call_model(_tdp(ltxv), x, 0.6)
-    again = call_model(_tdp(ltxv, group_factory(2, timeout_s=timeout_s)), x, 0.6)
+    single = call_model(tdp_2x2(ltxv), x, 0.6)
+    again = call_model(tdp_2x2(ltxv, group_factory(2, timeout_s=timeout_s)), x, 0.6)
     err = (again - single).abs().max().item()
     assert err <= 1e-6, f"the next call on a fresh 2-rank group differs from single-process by {err:.3e}"

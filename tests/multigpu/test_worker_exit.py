@@ -11,7 +11,7 @@ import time
 
 import torch.distributed as dist
 
-from support.server import free_port
+from ltx_tdp_devkit.server import free_port
 
 
 def test_close_stops_and_joins_the_heartbeat_thread():

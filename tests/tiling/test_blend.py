@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_tdp.tiling import AXES, AxisTiling, blend_tiles, plan_tiles
+from ltx_tdp.tiling import VIDEO_AXES, AxisTiling, blend_tiles, plan_tiles
 
 LEAD = (2, 3)  # (batch, channels) in front of the tiled axes
 
@@ -15,11 +15,11 @@ def plan_2x2():
 
 
 def plan_2x2x2():
-    return plan_tiles((7, 10, 12), [AxisTiling(2, 2), AxisTiling(2, 3), AxisTiling(2, 2)], AXES)
+    return plan_tiles((7, 10, 12), [AxisTiling(2, 2), AxisTiling(2, 3), AxisTiling(2, 2)], VIDEO_AXES)
 
 
 def plan_with_three_per_axis():
-    return plan_tiles((9, 14, 17), [AxisTiling(3, 2), AxisTiling(3, 3), AxisTiling(3, 2)], AXES)
+    return plan_tiles((9, 14, 17), [AxisTiling(3, 2), AxisTiling(3, 3), AxisTiling(3, 2)], VIDEO_AXES)
 
 
 def identity(x: torch.Tensor):

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltx_tdp.tiling import AXES, AxisTileSize, AxisTiling, TilingError, balanced_split, owner_of, plan_tiles
+from ltx_tdp.tiling import VIDEO_AXES, AxisTileSize, AxisTiling, TilingError, balanced_split, owner_of, plan_tiles
 
 
 def plan_2x3x4():
-    return plan_tiles((9, 12, 16), [AxisTiling(2, 1), AxisTiling(3, 2), AxisTiling(4, 1)], AXES)
+    return plan_tiles((9, 12, 16), [AxisTiling(2, 1), AxisTiling(3, 2), AxisTiling(4, 1)], VIDEO_AXES)
 
 
 def test_tiles_are_enumerated_frames_slowest_and_width_fastest():
@@ -45,7 +45,7 @@ def test_a_world_of_no_ranks_is_an_error():
 
 
 def test_with_three_ranks_and_two_tiles_the_third_rank_gets_none():
-    plan = plan_tiles((1, 8, 16), [AxisTiling(), AxisTiling(), AxisTiling(2, 2)], AXES)
+    plan = plan_tiles((1, 8, 16), [AxisTiling(), AxisTiling(), AxisTiling(2, 2)], VIDEO_AXES)
     shares = [[t.index for t in plan.tiles_for_rank(rank, 3)] for rank in range(3)]
     assert shares == [[0], [1], []], f"tiles per rank were {shares}"
 
@@ -53,7 +53,7 @@ def test_with_three_ranks_and_two_tiles_the_third_rank_gets_none():
 @settings(max_examples=60, deadline=None)
 @given(st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 4)), st.integers(1, 9))
 def test_the_ranks_shares_are_disjoint_and_cover_every_tile(counts, world):
-    plan = plan_tiles((8, 16, 16), [AxisTiling(n, 1) for n in counts], AXES)
+    plan = plan_tiles((8, 16, 16), [AxisTiling(n, 1) for n in counts], VIDEO_AXES)
     shares = [{t.index for t in plan.tiles_for_rank(rank, world)} for rank in range(world)]
     union = set().union(*shares)
     assert union == set(range(len(plan))), f"{world} ranks cover {sorted(union)} of {len(plan)} tiles"
@@ -92,18 +92,18 @@ def test_balanced_split_refuses_zero_ranks():
 
 
 def test_a_2d_layout_that_upstream_would_brighten_by_35_percent_is_refused():
-    """DESIGN.md §3: 4 x 4 tiles with overlap 8 on 21 x 21 latents compound to 1.35 upstream."""
+    """Upstream blends 4 x 4 tiles with overlap 8 on 21 x 21 latents without a check: the weights compound to 1.35."""
     with pytest.raises(TilingError) as refused:
-        plan_tiles((1, 21, 21), [AxisTiling(), AxisTiling(4, 8), AxisTiling(4, 8)], AXES)
+        plan_tiles((1, 21, 21), [AxisTiling(), AxisTiling(4, 8), AxisTiling(4, 8)], VIDEO_AXES)
     message = str(refused.value)
     assert "height" in message and "is 4" in message, f"refusal was {message!r}"
 
 
 def test_a_plan_needs_one_spec_per_axis():
     with pytest.raises(TilingError, match="3 axes"):
-        plan_tiles((8, 8), [AxisTiling(), AxisTiling(), AxisTiling()], AXES)
+        plan_tiles((8, 8), [AxisTiling(), AxisTiling(), AxisTiling()], VIDEO_AXES)
 
 
 def test_size_and_count_specs_mix_in_one_plan():
-    plan = plan_tiles((9, 40, 30), [AxisTiling(1, 0), AxisTileSize(16, 4), AxisTiling(2, 3)], AXES)
+    plan = plan_tiles((9, 40, 30), [AxisTiling(1, 0), AxisTileSize(16, 4), AxisTiling(2, 3)], VIDEO_AXES)
     assert plan.counts == (1, math.ceil((40 - 4) / (16 - 4)), 2), f"plan counts were {plan.counts}"

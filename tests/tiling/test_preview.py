@@ -7,11 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltx_tdp.tiling import AxisTiling, Interval, TileCountConfig, TilePlan, TilingError, max_valid_overlap, plan_tiles
-from ltx_tdp.tiling.config import AXES
-from ltx_tdp.tiling.preview import (
-    EXACT_COLOUR, EXACT_TOLERANCE, heat_colours, latent_shape_for_pixels, preview_tiles, render_plan, video_grid_shape,
-)
+from ltx_tdp.tiling import (LTX_GEOMETRY, VIDEO_AXES, AxisTiling, Interval, TileCountConfig, TilePlan, TilingError,
+                            max_valid_overlap, plan_tiles)
+from ltx_tdp.tiling.preview import EXACT_COLOUR, EXACT_TOLERANCE, heat_colours, preview_tiles, render_plan
 
 
 def _heat_panel(preview) -> torch.Tensor:
@@ -50,7 +48,7 @@ def test_weight_sum_of_a_valid_layout_is_one_everywhere_and_the_heat_map_is_flat
 
 
 def test_the_4k_stage2_layout_sums_to_one_within_1e_6():
-    shape = latent_shape_for_pixels(121, 2176, 3840)
+    shape = LTX_GEOMETRY.latent_shape(121, 2176, 3840)
     assert shape == (16, 68, 120)
     preview = preview_tiles(shape, TileCountConfig(AxisTiling(1, 0), AxisTiling(2, 5), AxisTiling(2, 5)))
     assert (preview.weight_sum - 1).abs().max() <= 1e-6, preview.max_deviation
@@ -67,7 +65,7 @@ def test_the_4k_stage2_layout_sums_to_one_within_1e_6():
 ])
 def test_a_refused_layout_raises_the_planners_message(shape, tiling):
     with pytest.raises(TilingError) as planned:
-        plan_tiles(shape, tiling.axes, AXES)
+        plan_tiles(shape, tiling.axes, VIDEO_AXES)
     with pytest.raises(TilingError) as previewed:
         preview_tiles(shape, tiling)
     assert str(previewed.value) == str(planned.value)
@@ -92,15 +90,3 @@ def test_heat_colours_distinguish_above_below_and_exact():
     assert torch.equal(c[0], torch.tensor(EXACT_COLOUR)) and torch.equal(c[1], torch.tensor(EXACT_COLOUR))
     assert c[2, 0] > c[2, 2], "above one is warm"
     assert c[3, 2] > c[3, 0], "below one is cool"
-
-
-def test_pixel_sizes_map_to_ltx_latent_cells():
-    assert latent_shape_for_pixels(1, 32, 32) == (1, 1, 1)
-    assert latent_shape_for_pixels(9, 64, 96) == (2, 2, 3)
-    assert latent_shape_for_pixels(97, 1088, 1920) == (13, 34, 60)
-
-
-def test_video_grid_shape_reads_a_video_latent_and_refuses_an_image_latent():
-    assert video_grid_shape(torch.zeros(1, 128, 3, 4, 5)) == (3, 4, 5)
-    with pytest.raises(ValueError, match="video latent"):
-        video_grid_shape(torch.zeros(1, 4, 8, 8))

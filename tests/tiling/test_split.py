@@ -1,6 +1,8 @@
 """Splitting one axis: upstream LTX-2's intervals, and a refusal for every layout that would not blend to one.
 
-The reference functions at the top are written from DESIGN.md §3, independently of the pack: they are
+The reference functions at the top are written from upstream LTX-2's split formula (`ltx_core/tiling.py`:
+total = dim + ov*(n-1), s = total // n, tile i = [i*(s-ov) + min(i, total % n), +s (+1 while i < total % n))),
+independently of the pack: they are
 what upstream computes without any check, so the tests can show that a refused layout really would
 have brightened (or broken) the seams, and an accepted one really is upstream's split.
 """
@@ -73,7 +75,7 @@ def spans_of(intervals: tuple[Interval, ...]) -> list[tuple[int, int]]:
     return [(i.start, i.end) for i in intervals]
 
 
-# --- the seed table (DESIGN.md §3) -----------------------------------------------------------------------
+# --- upstream's own examples ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -113,7 +115,7 @@ def test_four_tiles_of_21_cells_with_overlap_8_are_refused_naming_overlap_4():
 
 @pytest.mark.parametrize(("tiles", "upstream_peak"), [(3, 1.074), (4, 1.161)])
 def test_refused_seed_layouts_would_brighten_seams_upstream(tiles, upstream_peak):
-    """The reference reproduces DESIGN.md's measurement of upstream: (21,3,8) sums to 1.074, (21,4,8) to 1.161."""
+    """The reference reproduces upstream's unchecked blend: (21,3,8) sums to 1.074, (21,4,8) to 1.161."""
     peak = max(upstream_weight_sum(21, tiles, 8))
     assert peak == pytest.approx(upstream_peak, abs=1e-3), f"upstream weight sum peaks at {peak:.4f}"
 

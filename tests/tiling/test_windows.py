@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltx_tdp.tiling import AXES, AxisTiling, Interval, max_valid_overlap, plan_tiles, window_1d, window_nd
+from ltx_tdp.tiling import VIDEO_AXES, AxisTiling, Interval, max_valid_overlap, plan_tiles, window_1d, window_nd
 
 
 def test_left_ramp_rises_by_one_over_r_plus_one_and_excludes_both_ends():
@@ -77,6 +77,6 @@ def accepted_axis(draw, max_length: int = 24, max_tiles: int = 4):
 @given(st.tuples(accepted_axis(), accepted_axis(), accepted_axis()))
 def test_every_accepted_3d_plan_has_weights_summing_to_one_at_every_cell(axes):
     shape = tuple(length for length, _ in axes)
-    plan = plan_tiles(shape, [spec for _, spec in axes], AXES)
+    plan = plan_tiles(shape, [spec for _, spec in axes], VIDEO_AXES)
     error = (plan.weight_sum() - 1.0).abs().max().item()
     assert error <= 1e-6, f"{shape} with {[spec for _, spec in axes]}: weight sum is off by {error:.2e}"

@@ -1,0 +1,7 @@
+"""The VAE path: a tiled decode (settings, inputs, block, decode loop: `decode_tiled`), the decoders' reach and
+quality presets, and the decode as a worker rank runs it (job)."""
+
+from .decode import decode_tiled, image_batch
+from .settings import DecodeSettings, VaeDecodeError
+
+__all__ = ["DecodeSettings", "VaeDecodeError", "decode_tiled", "image_batch"]

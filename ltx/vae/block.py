@@ -1,0 +1,174 @@
+"""One prepared tiled decode (`prepare_decode` -> `TiledDecode`): the checked inputs, the plan, the shared
+decode noise, and the decode of any one tile on the VAE's device.
+
+Timestep-conditioned LTX VAEs add decode noise (`randn * s + (1 - s) * latent`) inside `VideoVAE.decode`,
+unseeded, so two tiles would see different noise in their overlap. Here the noise is drawn once for the
+whole latent from a seeded generator, sliced per tile, and the decoder is called below the noise step
+(`decoder(per_channel_statistics.un_normalize(x), timestep=...)`), with the noise scale and timestep this
+ComfyUI's VideoVAE uses (`decode_noise_scale` / `decode_timestep` attributes in current ComfyUI, the
+`noise_scale` / `timestep` defaults of `decode` in 0.3.x).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from typing import Any
+
+import torch
+
+from ...tiling import Tile
+from ...tiling.decode_plan import DecodePlan, DecodeSource, plan_decode
+from .inputs import check_channels, vae_geometry, video_latent
+from .quality import decode_context
+from .settings import DecodeSettings, VaeDecodeError
+
+log = logging.getLogger(__name__)
+
+
+class TiledDecode:
+    """One prepared tiled decode: its plan, its output shape and the decode of any one of its tiles.
+
+    Built by `prepare_decode`, which has checked the latent, the VAE and the layout and drawn the decode
+    noise field. `decode_tile(tile)` returns tile `tile` of `plan.pixels` as processed pixels (after
+    `vae.process_output`), unweighted, shaped (batch, channels, *tile.shape), on the compute device; the
+    window-weighted sum of every tile's result is the tiled decode (`decode_tiled`). The VAE is loaded on
+    its device at the first tile.
+    """
+
+    def __init__(self, vae: Any, latent: torch.Tensor, source: torch.Tensor, plan: DecodePlan,
+                 context: tuple[int, int], output_shape: tuple[int, ...], timestep_conditioned: bool, timestep: float):
+        self.vae = vae
+        self.latent = latent
+        """The video latent as given (what another rank needs to prepare the same decode)."""
+        self.source = source
+        """What the tiles decode from: the latent on the CPU, with the decode noise where the VAE adds it."""
+        self.context = context
+        """(spatial, temporal) context in latent cells."""
+        self.plan = plan
+        self.output_shape = output_shape
+        self.timestep_conditioned = timestep_conditioned
+        self.timestep = timestep
+        self._loaded = False
+
+    def load(self) -> None:
+        """Load the VAE on its device with room for the largest tile (ComfyUI's model management)."""
+        import comfy.model_management as mm
+
+        vae = self.vae
+        largest = (self.source.shape[0], self.source.shape[1], *self.plan.largest_source())
+        mm.load_models_gpu([vae.patcher], memory_required=vae.memory_used_decode(largest, vae.vae_dtype),
+                           force_full_load=bool(getattr(vae, "disable_offload", False)))
+        self._loaded = True
+
+    def decode_tile(self, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, on the compute device."""
+        import comfy.model_management as mm
+
+        if not self._loaded:
+            self.load()
+        vae, src = self.vae, self.plan.source(tile)
+        device_context = getattr(mm, "cuda_device_context", None)
+        with torch.inference_mode():
+            with device_context(vae.device) if device_context is not None else contextlib.nullcontext():
+                block = _decode_block(vae, self.source[(Ellipsis, *src.latent)], self.timestep_conditioned,
+                                      self.timestep)
+            _check_block(block, src, self.plan.scales)
+            return vae.process_output(block[(Ellipsis, *src.crop)].float())
+
+
+def prepare_decode(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettings(),
+                   context: tuple[int, int] | None = None) -> TiledDecode:
+    """A `TiledDecode` of `samples` with `settings`: checked and planned, nothing decoded.
+
+    `context` is the (spatial, temporal) context in latent cells, resolved from `settings.quality` when None.
+    Decode noise of timestep-conditioned VAEs is drawn here once for the whole latent from `settings.seed`,
+    so every tile (on any rank) slices the same field. Raises VaeDecodeError for a latent or VAE the decode
+    refuses, tiling.TilingError (in pixel units) for a layout whose windows would not sum to one.
+    """
+    latent = video_latent(samples)
+    geometry = vae_geometry(vae)
+    check_channels(vae, latent)
+    spatial, temporal = decode_context(vae, settings) if context is None else context
+    plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(), (temporal, spatial, spatial), geometry)
+    shape = (latent.shape[0], *plan.pixel_shape, int(getattr(vae, "output_channels", 3)))
+    model = vae.first_stage_model
+    timestep_conditioned, noise_scale, timestep = _decode_noise(model)
+    if any(getattr(m, "inject_noise", False) for m in model.decoder.modules()):
+        log.warning("this VAE's decoder injects its own unseeded noise inside its blocks; tile overlaps will "
+                    "not see identical noise there")
+    with torch.inference_mode():
+        source = latent.detach().to(device="cpu")
+        if timestep_conditioned:
+            gen = torch.Generator(device="cpu").manual_seed(int(settings.seed))
+            noise = torch.randn(source.shape, generator=gen, dtype=torch.float32)
+            source = noise * noise_scale + (1.0 - noise_scale) * source.float()
+            del noise
+    return TiledDecode(vae, latent, source, plan, (spatial, temporal), shape, timestep_conditioned, timestep)
+
+
+def _decode_noise(model: Any) -> tuple[bool, float, float]:
+    """(timestep-conditioned, noise scale, timestep) as this ComfyUI's VideoVAE.decode would use them."""
+    conditioned = bool(getattr(model, "timestep_conditioning", False))
+    params = inspect.signature(model.decode).parameters
+
+    def setting(attribute: str, parameter: str) -> float | None:
+        value = getattr(model, attribute, None)
+        if value is None and parameter in params and params[parameter].default is not inspect.Parameter.empty:
+            value = params[parameter].default
+        return None if value is None else float(value)
+
+    noise_scale, timestep = setting("decode_noise_scale", "noise_scale"), setting("decode_timestep", "timestep")
+    if conditioned and (noise_scale is None or timestep is None):
+        raise VaeDecodeError(
+            "this VAE is timestep-conditioned, but this ComfyUI's VideoVAE exposes neither decode_noise_scale/"
+            "decode_timestep nor noise_scale/timestep defaults on decode(); the tiled decode cannot give its "
+            "tiles one shared noise field"
+        )
+    return conditioned, noise_scale or 0.0, timestep or 0.0
+
+
+def _decode_block(vae: Any, latent: torch.Tensor, timestep_conditioned: bool, timestep: float) -> torch.Tensor:
+    """Decode one latent block to (B, C, frames, H, W) pixels before `process_output`, on the VAE's device
+    in its dtype where it fits (see `_device_buffer`)."""
+    model = vae.first_stage_model
+    x = latent.to(device=vae.device, dtype=vae.vae_dtype)
+    extra = {}
+    buffer = _device_buffer(model, x)
+    if buffer is not None:
+        extra["output_buffer"] = buffer
+    if timestep_conditioned:
+        # The noise is already in `latent` (one shared field): call the decoder below VideoVAE.decode's
+        # own unseeded noise step.
+        return model.decoder(model.per_channel_statistics.un_normalize(x), timestep=timestep, **extra)
+    return model.decode(x, **extra)
+
+
+def _device_buffer(model: Any, x: torch.Tensor) -> torch.Tensor | None:
+    """An output buffer for the block on the compute device, or None to keep ComfyUI's own.
+
+    Decoders that stream time (`comfy_has_chunked_io`, ComfyUI >= 0.8) write their frames into a buffer on
+    ComfyUI's intermediate device (the CPU), in the VAE's dtype; cropping, `process_output` and the blend
+    weights would then run on the CPU. A buffer on the GPU keeps them there, as long as it takes at most a
+    quarter of the free memory; on the CPU ComfyUI's buffer is already there.
+    """
+    import comfy.model_management as mm
+
+    if not getattr(model, "comfy_has_chunked_io", False) or x.device.type == "cpu":
+        return None
+    shape = model.decode_output_shape(x.shape)
+    nbytes = x.element_size() * shape[0] * shape[1] * shape[2] * shape[3] * shape[4]
+    if nbytes > mm.get_free_memory(x.device) / 4:
+        return None
+    return torch.empty(shape, device=x.device, dtype=x.dtype)
+
+
+def _check_block(block: torch.Tensor, src: DecodeSource, scales: tuple[Any, ...]) -> None:
+    got = tuple(block.shape[2:])
+    if got != src.decoded_shape:
+        raise VaeDecodeError(
+            f"the VAE decoded a latent block of {src.latent_shape} (frames, height, width) to {got} pixels, but "
+            f"its scale factors (time x{scales[0].factor}{' causal' if scales[0].causal else ''}, space "
+            f"x{scales[1].factor}) say {src.decoded_shape}; its scale factors do not fit this decoder"
+        )

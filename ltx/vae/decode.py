@@ -1,0 +1,78 @@
+"""The tiled decode of an LTX video latent with a ComfyUI VAE, streamed into one preallocated CPU buffer.
+
+The tiles live on the pixel grid (`tiling.decode_plan`): each tile decodes the latent cells its pixels need
+plus a context margin (`ltx.vae.block`), is cropped back to its pixels and blended into the output with
+`tiling.blend_tiles` (windows that sum to exactly one; fp32; no division). Peak memory is one tile's decode
+plus the output, which is allocated once on the CPU; nothing full-size goes to the GPU.
+
+With a context of at least the decoder's reach (the "exact" quality) a tile's crop equals the untiled decode
+up to float rounding: LTX's conv decoders have no layer that mixes the whole frame (`ltx.vae.reach`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from ...tiling import Tile, blend_tiles
+from ...tiling.ranks import ONE_RANK, BeforeTile
+from ..progress import ProgressCallback, check_interrupt
+from .block import prepare_decode
+from .job import DecodeJob, vae_ranks
+from .settings import DecodeSettings
+
+log = logging.getLogger(__name__)
+
+
+def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettings(), *, group: Any = None,
+                 progress: ProgressCallback | None = None) -> torch.Tensor:
+    """Decode a video latent tile by tile into a (batch, frames, height, width, channels) fp32 CPU tensor.
+
+    The one entry point of a tiled decode (the node, the tests and the benchmarks call it). Invariants: the
+    result covers every pixel once with window weights summing to one (one tile covering everything returns
+    exactly what `vae.decode` returns). The output is allocated once; each tile's decode is the only other
+    large allocation. Decode noise of timestep-conditioned VAEs comes from one field seeded by
+    `settings.seed`, so overlaps see the same noise. With `group` (a multigpu TDPGroup) the tiles go
+    round-robin to its ranks, which send theirs to this rank (the only one holding the frames). Interrupts
+    are checked before every tile; `progress(done, total)` is told after each.
+    """
+    decode = prepare_decode(vae, samples, settings)  # refuses bad input before any rank is involved
+    ranks = vae_ranks(group, vae) if group is not None else ONE_RANK
+    plan = decode.plan.pixels
+    n = len(plan.tiles)
+    log.info("tiled VAE decode: latent %s -> %s px (frames x height x width), %s tiles", tuple(decode.source.shape),
+             " x ".join(map(str, decode.output_shape[1:4])), " x ".join(map(str, plan.counts)))
+    images = torch.zeros(decode.output_shape, dtype=torch.float32)
+    # blend_tiles sums over trailing (frames, height, width) axes: hand it the channels-first view of the
+    # channels-last output, so the result needs no copy to become ComfyUI's IMAGE layout.
+    out = images.permute(0, 4, 1, 2, 3)
+
+    def partial(rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
+        def before(tile: Tile) -> None:
+            check_interrupt()
+            if before_tile is not None:
+                before_tile(tile)
+
+        def on_tile(done: int, total: int, tile: Tile) -> None:
+            if progress is not None:
+                progress(min(done * world, n), n)
+
+        with torch.inference_mode():
+            return blend_tiles(plan, decode.decode_tile, rank=rank, world=world, out=out, before_tile=before,
+                               on_tile=on_tile)
+
+    job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context)
+    with torch.inference_mode():
+        ranks.gather(job, partial, plan, out)
+    if ranks is not ONE_RANK:
+        check_interrupt()
+        if progress is not None:
+            progress(n, n)
+    return images
+
+
+def image_batch(frames: torch.Tensor) -> torch.Tensor:
+    """(batch, frames, H, W, C) -> ComfyUI IMAGE (batch * frames, H, W, C), as VAEDecode folds video (a view)."""
+    return frames.reshape(-1, *frames.shape[-3:])

@@ -1,0 +1,68 @@
+"""The contracts between a worker group and what it runs, declared in one place.
+
+rank 0 hands the group a `ReplicaSource` (what every worker must hold a copy of) and a job; a worker builds
+its copy from the source's `Recipe`, loads the weights rank 0 broadcasts into `Replica.module`, and runs each
+job on `Replica.target`. A model call is a `ReduceJob` (its flat partial sum joins one all_reduce); a tiled
+decode is a `GatherJob` (each tile goes to rank 0 as soon as it is decoded). Jobs and recipes are plain,
+picklable data: no callables travel. What LTX defines for these lives in `ltx/` (model: `ltx.model.job`,
+VAE: `ltx.vae.job`, ComfyUI patchers: `ltx.replica`); nothing here knows LTX or ComfyUI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from ..tiling import Tile
+from ..tiling.ranks import BeforeTile
+
+
+class ReplicaSource(Protocol):
+    """What a group replicates on every worker, read on rank 0."""
+
+    module: torch.nn.Module
+    """Its state dict names the weights that follow the recipe (they are left out of the recipe's pickle)."""
+
+    def key(self) -> str:
+        """Changes whenever the weights computed with change; equal keys mean a worker's copy is current."""
+
+    def recipe(self) -> "Recipe":
+        """How a worker builds the empty copy (picklable)."""
+
+    def weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """(key, tensor) of `module.state_dict()`, in its order, as rank 0 computes with them."""
+
+
+@dataclass(frozen=True)
+class Replica:
+    """A worker's copy: what its jobs run on (`target`), the module the weights load into, and where those
+    weights live between jobs (`home`: the device, or an offload device)."""
+
+    target: Any
+    module: torch.nn.Module
+    home: torch.device
+
+
+class Recipe(Protocol):
+    def build(self, device: torch.device) -> Replica:
+        """The empty replica for a worker computing on `device` (weights on the meta device until loaded)."""
+
+
+class ReduceJob(Protocol):
+    """A job whose ranks' partial sums are summed by one all_reduce (a model call)."""
+
+    numel: int
+    """Length of the flat fp32 partial sum."""
+
+    def run(self, target: Any, rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
+        """This rank's flat fp32 partial sum, computed on `target`."""
+
+
+class GatherJob(Protocol):
+    """A job whose tiles go to rank 0 one by one (a tiled decode)."""
+
+    def tiles(self, target: Any) -> Callable[[Tile], torch.Tensor]:
+        """tile -> its window-weighted result, fp32 on the CPU, computed on `target`."""

@@ -1,0 +1,123 @@
+"""The GPU check's smoke run: every step of `bench/gpu/check.py` at tiny sizes on the CPU, in the suite, so
+the script meant for a GPU machine cannot break unseen.
+
+It runs the script as a GPU machine would (its own process per step, the real ComfyUI under test, the
+tiny models of the suite, a real 2-rank gloo group) and checks what each step recorded: the correctness
+checks pass with their measured differences, and the real-size steps (LTX-2 19B and the LTX-2 VAE at
+4K on a GPU; the same code on tiny sizes here) measure every layout. Times are not checked: they are
+the GPU run's business. On a ComfyUI without LTX-2 (0.3.75) the LTX-2 transformer steps are skipped
+with a reason naming LTX-2, and everything else still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ltx_tdp_devkit.paths import PACK_ROOT
+
+CHECK = PACK_ROOT / "bench" / "gpu" / "check.py"
+RESULTS = PACK_ROOT / "bench" / "results" / "gpu.md"
+STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "transformer_tiles", "vae_tiled",
+         "transformer_untiled", "vae_untiled")
+LTX2_STEPS = ("transformer_tiles", "transformer_untiled")
+DEV_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACK_ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+"""The check's environment: the test kit on PYTHONPATH, as bench/gpu/run.sh and scripts/env.sh set it."""
+
+
+def _has_ltx2(comfy_dir: Path) -> bool:
+    return (comfy_dir / "comfy" / "ldm" / "lightricks" / "av_model.py").is_file()
+
+
+@pytest.fixture(scope="module")
+def smoke(comfy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One smoke run of the whole check; its report, records and every step's output."""
+    out = tmp_path_factory.mktemp("gpu_smoke")
+    before = RESULTS.read_bytes() if RESULTS.exists() else None
+    proc = subprocess.run([sys.executable, str(CHECK), "--smoke", "--comfyui-dir", str(comfy_dir),
+                           "--out", str(out / "gpu.md"), "--json", str(out / "gpu.json"), "--log", str(out / "steps.log")],
+                          capture_output=True, text=True, timeout=840, cwd=PACK_ROOT, env=DEV_ENV)
+    data = json.loads((out / "gpu.json").read_text()) if (out / "gpu.json").exists() else {"records": [], "steps": []}
+    log = (out / "steps.log").read_text(errors="replace") if (out / "steps.log").exists() else ""
+    return {"proc": proc, "records": data["records"], "steps": data["steps"], "report": out / "gpu.md",
+            "log": log, "results_before": before}
+
+
+def _records(smoke: dict, step: str) -> list[dict]:
+    return [r for r in smoke["records"] if r["step"] == step]
+
+
+def _why(smoke: dict) -> str:
+    bad = [r for r in smoke["records"] if r["status"] not in ("ok", "skip")]
+    return f"problems: {json.dumps(bad, default=str)[:3000]}\nstdout: {smoke['proc'].stdout[-1500:]}\n" \
+           f"stderr: {smoke['proc'].stderr[-1500:]}\nsteps' output: {smoke['log'][-3000:]}"
+
+
+def test_the_smoke_run_finishes_every_step_and_writes_its_report(smoke, comfy_dir):
+    assert smoke["proc"].returncode == 0, f"check.py --smoke exited {smoke['proc'].returncode}\n{_why(smoke)}"
+    outcomes = {s["step"]: s["outcome"] for s in smoke["steps"]}
+    assert set(outcomes) == set(STEPS), f"steps run: {sorted(outcomes)}"
+    for step, outcome in outcomes.items():
+        if step in LTX2_STEPS and not _has_ltx2(comfy_dir):
+            assert outcome.startswith("skipped") and "LTX-2" in outcome, f"{step}: {outcome}"
+        else:
+            assert outcome == "ok", f"{step}: {outcome}\n{_why(smoke)}"
+    report = smoke["report"].read_text()
+    assert "smoke run" in report and "Correctness on the device" in report and "LTX-2 VAE decode" in report, report[:500]
+
+
+def test_the_correctness_checks_pass_on_the_cpu_with_their_measured_differences(smoke):
+    checks = {r["name"]: r for step in STEPS[:4] for r in _records(smoke, step)}
+    expected = {"1x1 TDP == unpatched (float32)", "1x1 TDP == unpatched (bfloat16)",
+                "2x2 TDP bf16 (device) vs fp32 (CPU)", "tiled decode, 1 tile == vae.decode",
+                "2-rank group == single process (model call)", "2-rank group == single process (tiled decode)"}
+    assert set(checks) == expected, f"checks recorded: {sorted(checks)}\n{_why(smoke)}"
+    for name, r in checks.items():
+        assert r["status"] == "ok", f"{name}: {r['status']}, measured {r.get('value')} (limit {r.get('limit')}): " \
+                                    f"{r.get('detail') or r.get('error')}"
+        assert r["value"] <= r["limit"], f"{name}: measured {r['value']:.3e} over its limit {r['limit']:.3e}"
+    bf16 = checks["2x2 TDP bf16 (device) vs fp32 (CPU)"]
+    assert 0 < bf16["value"], f"bf16 and fp32 agreed exactly ({bf16['value']}): the bf16 model did not run in bf16 weights"
+
+
+def test_ltx2_steps_measure_every_layout_where_comfyui_has_ltx2_and_skip_naming_it_elsewhere(smoke, comfy_dir):
+    if not _has_ltx2(comfy_dir):
+        for step in LTX2_STEPS:
+            (r,) = _records(smoke, step)
+            assert r["status"] == "skip" and "LTX-2" in r["reason"], f"{step}: {r}"
+        return
+    by_name = {r["name"]: r for r in _records(smoke, "transformer_tiles")}
+    build = by_name["build LTX-2 transformer"]
+    assert build["detected_config"]["image_model"] == "ltxav", f"ComfyUI detected {build['detected_config']}"
+    tiles = {"4 GPUs: one tile of 2x2": 1, "2 GPUs: two tiles of 2x2": 2, "1 GPU: all four tiles of 2x2": 4,
+             "8 GPUs: one tile of 2x4": 1}
+    for name, n in tiles.items():
+        r = by_name.get(name)
+        assert r is not None and r["status"] == "ok", f"{name}: {r}\n{_why(smoke)}"
+        assert r["tiles_run"] == n, f"{name}: ran {r['tiles_run']} tiles, its share is {n}"
+        assert r["seconds"] > 0 and r["finite"], f"{name}: {r['seconds']} s, finite output: {r['finite']}"
+    (untiled,) = [r for r in _records(smoke, "transformer_untiled") if r["name"] == "untiled call"]
+    assert untiled["status"] == "ok" and untiled["finite"], f"untiled call: {untiled}"
+
+
+def test_the_vae_steps_decode_the_whole_clip_tiled_and_untiled(smoke):
+    (tiled,) = [r for r in _records(smoke, "vae_tiled") if r["name"] == "tiled decode"]
+    (untiled,) = [r for r in _records(smoke, "vae_untiled") if r["name"] == "VAE.decode, whole clip"]
+    assert tiled["status"] == "ok" and tiled["finite"], f"tiled decode: {tiled}"
+    assert untiled["status"] == "ok" and untiled["finite"], f"VAE.decode: {untiled}"
+    assert tiled["tiles"] > 1, f"the smoke decode ran {tiled['tiles']} tile(s): nothing was tiled"
+    # decode_tiled gives (batch, frames, H, W, C); ComfyUI's VAE.decode folds nothing for a video: the same.
+    assert tiled["frames_shape"] == untiled["frames_shape"], f"{tiled['frames_shape']} vs {untiled['frames_shape']}"
+
+
+def test_a_cpu_run_never_writes_the_gpu_results(smoke, comfy_dir):
+    proc = subprocess.run([sys.executable, str(CHECK), "--smoke", "--comfyui-dir", str(comfy_dir), "--only", "one_by_one"],
+                          capture_output=True, text=True, timeout=120, cwd=PACK_ROOT, env=DEV_ENV)
+    assert proc.returncode != 0 and "does not write" in proc.stderr, f"exit {proc.returncode}: {proc.stderr[-500:]}"
+    after = RESULTS.read_bytes() if RESULTS.exists() else None
+    assert after == smoke["results_before"], "a CPU run changed bench/results/gpu.md"

@@ -1,0 +1,79 @@
+"""Helpers shared by the in-process LTX tests: load the tiny model, make conditioning, call a model
+through ComfyUI's real wrapper path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    """Seeded standard normal noise (tests are reproducible run to run)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def load_ltxv(comfy, model_names) -> Any:
+    (model,) = comfy.run_node("UNETLoader", unet_name=model_names["ltxv"], weight_dtype="default")
+    return model
+
+
+def load_vae(model_names) -> Any:
+    """The tiny LTX VAE, built by ComfyUI's own comfy.sd.VAE from the file's metadata config."""
+    import comfy.sd
+    import comfy.utils
+    import folder_paths
+
+    sd, meta = comfy.utils.load_torch_file(folder_paths.get_full_path_or_raise("vae", model_names["vae"]),
+                                           return_metadata=True)
+    return comfy.sd.VAE(sd=sd, metadata=meta)
+
+
+def conditioning(seed: int = 0, tokens: int = 8, dim: int = 16, frame_rate: float = 25.0) -> list:
+    gen = torch.Generator().manual_seed(seed)
+    return [[torch.randn(1, tokens, dim, generator=gen),
+             {"attention_mask": torch.ones(1, tokens, dtype=torch.long), "frame_rate": frame_rate}]]
+
+
+def tiling(frames=(1, 0), height=(1, 0), width=(1, 0)):
+    from ltx_tdp.tiling import AxisTiling, TileCountConfig
+
+    return TileCountConfig(AxisTiling(*frames), AxisTiling(*height), AxisTiling(*width))
+
+
+def patch(model, tiles, normalize: bool = True, audio_mode: str = "held", group: Any = None):
+    """`model` patched by the pack's one entry point for `tiles` (a TileCountConfig)."""
+    from ltx_tdp.ltx.model import apply_tdp
+
+    return apply_tdp(model, tiles, group=group, normalize_positions=normalize, audio_mode=audio_mode)
+
+
+def tdp_2x2(model, group: Any = None, **kw: Any):
+    """`model` patched for 2 x 2 spatial tiles (overlap 2), its tiles shared by `group` when given."""
+    return patch(model, tiling(height=(2, 2), width=(2, 2)), group=group, **kw)
+
+
+def ksample(comfy, model, latent: dict, seed: int = 3, steps: int = 2, cfg: float = 1.0, denoise: float = 0.6,
+            positive=None, negative=None) -> torch.Tensor:
+    positive = positive or conditioning(1)
+    negative = negative or conditioning(2)
+    (out,) = comfy.run_node("KSampler", model=model, seed=seed, steps=steps, cfg=cfg, sampler_name="euler",
+                            scheduler="simple", positive=positive, negative=negative, latent_image=latent,
+                            denoise=denoise)
+    return out["samples"]
+
+
+def call_model(model_patcher, x: torch.Tensor, sigma: float, **conds: Any) -> torch.Tensor:
+    """One apply_model call through the real wrapper path, with the patcher's object patches applied."""
+    import comfy.model_management
+
+    comfy.model_management.load_models_gpu([model_patcher])
+    base = model_patcher.model
+    gen = torch.Generator().manual_seed(11)
+    ctx = conds.pop("c_crossattn", torch.randn(x.shape[0], 8, 16, generator=gen))
+    conds.setdefault("attention_mask", torch.ones(x.shape[0], 8, dtype=torch.long))
+    conds.setdefault("frame_rate", 25.0)
+    opts = {"wrappers": model_patcher.wrappers}
+    with torch.inference_mode():
+        return base.apply_model(x, torch.full((x.shape[0],), sigma), c_crossattn=ctx, transformer_options=opts,
+                                **conds)

@@ -1,0 +1,90 @@
+"""The example workflows' API twins on the tiny models: which files stand in for the real ones, and how a
+twin is changed to run on them in seconds (see tests/example_workflows/test_example_workflows.py for the rules)."""
+
+from __future__ import annotations
+
+import copy
+import zlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+TINY_FILES = {
+    "audio_vae": "checkpoints/tdp_tiny_ltx2_audio_vae.safetensors",
+    "upsampler": "latent_upscale_models/tdp_tiny_latent_upsampler.safetensors",
+}
+TINY_LATENT = "tdp_tiny_video.latent"
+
+STAGE1_SIZE = {"width": 192, "height": 128, "length": 9}
+DECODE_TILES = {"spatial_tile": 128, "spatial_overlap": 32}
+GROUP_RANKS = 2
+
+
+def build_tiny_files(comfy_base: Path, model_names: dict[str, str]) -> dict[str, str]:
+    """File names of every tiny model the example workflows need, by role (built into the base directory)."""
+    from ltx_tdp_devkit import tiny_workflow_models as tiny
+
+    models = comfy_base / "models"
+    names = dict(model_names)
+    if tiny.has_ltx2_audio():
+        names["audio_vae"] = tiny.build_ltx2_audio_vae(models / TINY_FILES["audio_vae"]).name
+    if tiny.has_ltx_latent_upsampler():
+        names["upsampler"] = tiny.build_latent_upsampler(models / TINY_FILES["upsampler"]).name
+    latent = torch.randn(1, 128, 2, 8, 12, generator=torch.Generator().manual_seed(5))
+    names["latent"] = tiny.write_latent(comfy_base / "input" / TINY_LATENT, latent).name
+    return names
+
+
+def _seed(node_id: str) -> int:
+    """A fixed seed per text node: its id, or a hash of it for a node inside a subgraph ("177:102")."""
+    return int(node_id) if node_id.isdigit() else zlib.crc32(node_id.encode()) % 2**31
+
+
+def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """The twin with model files, text encoders and sizes mapped to the tiny models (see module docstring)."""
+    prompt = copy.deepcopy(twin)
+    kinds = {n["class_type"] for n in prompt.values()}
+    ltx2 = "LTXAVTextEncoderLoader" in kinds or "LTXVConcatAVLatent" in kinds
+    context_dim = 32 if ltx2 else 16  # tiny LTX-2 takes text through its connectors: 2 x caption_channels
+    renames: dict[tuple[str, int], list] = {}
+    for node_id, node in list(prompt.items()):
+        kind, inputs = node["class_type"], node["inputs"]
+        if kind == "CheckpointLoaderSimple":
+            prompt[node_id] = {"class_type": "UNETLoader",
+                               "inputs": {"unet_name": names["ltxav" if ltx2 else "ltxv"], "weight_dtype": "default"}}
+            prompt[f"{node_id}_vae"] = {"class_type": "TDPTestVAELoader", "inputs": {"vae_name": names["vae"]}}
+            renames[(node_id, 2)] = [f"{node_id}_vae", 0]
+            renames[(node_id, 1)] = None  # the checkpoint's CLIP: no workflow uses it
+        elif kind in ("LTXAVTextEncoderLoader", "CLIPLoader"):
+            del prompt[node_id]
+            renames[(node_id, 0)] = None
+        elif kind == "CLIPTextEncode":
+            prompt[node_id] = {"class_type": "TDPTestRandomConditioning",
+                               "inputs": {"seed": _seed(node_id), "tokens": 8, "dim": context_dim}}
+        elif kind == "LTXVAudioVAELoader":
+            inputs["ckpt_name"] = names["audio_vae"]
+        elif kind == "LatentUpscaleModelLoader":
+            inputs["model_name"] = names["upsampler"]
+        elif kind == "LoadLatent":
+            inputs["latent"] = names["latent"]
+        elif kind == "EmptyLTXVLatentVideo":
+            inputs.update(STAGE1_SIZE)
+        elif kind == "LTXVEmptyLatentAudio":
+            inputs["frames_number"] = STAGE1_SIZE["length"]
+        elif kind == "LTXVScheduler":
+            inputs["steps"] = 3
+        elif kind == "LTXTDPTileConfig":
+            for axis in ("frames", "height", "width"):
+                inputs[f"{axis}_overlap"] = min(inputs[f"{axis}_overlap"], 2)
+        elif kind == "LTXTDPMultiGPULauncher":
+            inputs.update(ranks=GROUP_RANKS, devices="", backend="gloo", timeout_s=120)
+        elif kind == "LTXTDPTiledVAEDecode":
+            inputs.update(DECODE_TILES)
+    for node in prompt.values():
+        for name, value in list(node["inputs"].items()):
+            if isinstance(value, list) and len(value) == 2 and (value[0], value[1]) in renames:
+                target = renames[(value[0], value[1])]
+                assert target is not None, f"{node['class_type']}.{name} uses an output the tiny mapping removed"
+                node["inputs"][name] = target
+    return prompt

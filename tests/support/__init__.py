@@ -1,1 +1,0 @@
-"""Test support: tiny real models, the in-process ComfyUI runtime and the headless server."""

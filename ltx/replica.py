@@ -44,20 +44,57 @@ class PatcherReplica:
         """(key, tensor) of the module's state dict with the patcher's weight patches applied.
 
         Weights patched in place for this patcher (ComfyUI keeps the original in `backup`) are taken as they
-        are; patches not applied in place (low-VRAM loading, or another clone loaded last) are computed with
-        ComfyUI's own `comfy.lora.calculate_weight` from the original weight, one tensor at a time.
+        are; patches not applied in place (low-VRAM loading, or another clone loaded last) are computed one
+        weight at a time as ComfyUI computes them when it patches in place: from the original weight in its
+        LoRA compute dtype, a quantized weight dequantized first (the layer's `convert_weight`), through
+        `comfy.lora.calculate_weight`, then rounded back (`comfy.float.stochastic_rounding`), or requantized
+        in the layer's own format (its `set_weight`) so that a quantized layer stays quantized on the workers.
+        A quantized weight is several state-dict entries (codes, scales): all of them are replaced together.
         """
-        import comfy.lora
-
         patches = self.patcher.patches
         in_sync = getattr(self.module, "current_weight_patches_uuid", None) == self.patcher.patches_uuid
         backup = getattr(self.patcher, "backup", {})
+        replaced: dict[str, torch.Tensor] = {}
         for key, tensor in self.module.state_dict().items():
-            original = backup[key].weight if key in backup else tensor
-            if key not in patches:
-                yield key, original
-            elif in_sync and key in backup:
+            if key in replaced:
+                yield key, replaced.pop(key)
+                continue
+            original = backup[key].weight if key in backup else None
+            if key in patches and not (in_sync and key in backup):
+                value = self._patched(key, original)
+            elif key in patches or original is None:
                 yield key, tensor
+                continue
             else:
-                out = comfy.lora.calculate_weight(patches[key], original.to(torch.float32, copy=True), key)
-                yield key, out.to(original.dtype)
+                value = original
+            entries = _entries(key, value)
+            replaced.update(entries)
+            yield key, replaced.pop(key)
+
+    def _patched(self, key: str, original: torch.Tensor | None) -> torch.Tensor:
+        """Weight `key` with this patcher's patches applied, from `original` (else the module's weight)."""
+        import comfy.float
+        import comfy.lora
+        import comfy.model_management
+        import comfy.model_patcher
+        import comfy.utils
+
+        weight, set_func, convert_func = comfy.model_patcher.get_key_weight(self.module, key)
+        original = weight if original is None else original
+        compute = getattr(comfy.model_management, "lora_compute_dtype", lambda _d: torch.float32)(
+            self.patcher.load_device)
+        temp = original.to(compute, copy=True)
+        if convert_func is not None:
+            temp = convert_func(temp, inplace=True)
+        out = comfy.lora.calculate_weight(self.patcher.patches[key], temp, key)
+        seed = comfy.utils.string_to_seed(key)
+        if set_func is None:
+            return comfy.float.stochastic_rounding(out, original.dtype, seed=seed)
+        return set_func(out, seed=seed, return_weight=True)
+
+
+def _entries(key: str, value: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The state-dict entries of parameter `key` holding `value`: a ComfyUI QuantizedTensor gives its codes and
+    scales (`key`, `key_scale`, ...), any other tensor itself."""
+    as_entries = getattr(value, "state_dict", None)
+    return as_entries(key) if callable(as_entries) and hasattr(value, "_layout_cls") else {key: value}

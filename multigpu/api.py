@@ -55,10 +55,12 @@ class ReduceJob(Protocol):
     """A job whose ranks' partial sums are summed by one all_reduce (a model call)."""
 
     numel: int
-    """Length of the flat fp32 partial sum."""
+    """Length of the flat partial sum."""
+    dtype: torch.dtype
+    """Its dtype, the same on every rank (fp32, or fp64 for sums that do not depend on the order of the ranks)."""
 
     def run(self, target: Any, rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
-        """This rank's flat fp32 partial sum, computed on `target`."""
+        """This rank's flat partial sum (`numel` values of `dtype`), computed on `target`."""
 
 
 class GatherJob(Protocol):

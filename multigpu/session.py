@@ -162,7 +162,7 @@ class Session:
         clock.append(time.perf_counter())
         self.wait_acks(seq, what)
         clock.append(time.perf_counter())
-        flat = result if result is not None else torch.zeros(job.numel, dtype=torch.float32)
+        flat = result if result is not None else torch.zeros(job.numel, dtype=job.dtype)
         buffer = flat.to(self.comm_device)
         self.collective(what, dist.all_reduce, buffer, op=dist.ReduceOp.SUM)
         self.stats["reduce_bytes"] += buffer.numel() * buffer.element_size()

@@ -184,7 +184,7 @@ class Worker:
         try:
             flat = job.run(target, self.rank, self.world, before_tile)
         except _Stopped:
-            flat = torch.zeros(job.numel, dtype=torch.float32)
+            flat = torch.zeros(job.numel, dtype=job.dtype)
         return lambda: dist.all_reduce(flat.to(self.comm_device), op=dist.ReduceOp.SUM)
 
     def _target(self, msg: W.JobMessage) -> Any:

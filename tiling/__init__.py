@@ -4,7 +4,7 @@ share a loop's tiles, LTX's latent geometry, decode plans, token selection and t
 Nothing here imports ComfyUI; the model patcher, the multi-GPU ranks and the tiled VAE decode use it.
 """
 
-from .blend import blend_tiles
+from .blend import blend_tiles, exact_sum_dtype
 from .config import AxisTileSize, AxisTiling, TileCountConfig, balanced_split
 from .errors import TilingError
 from .geometry import LTX_GEOMETRY, VIDEO_AXES, AxisScale, LatentGeometry, video_grid_shape, video_part
@@ -15,7 +15,7 @@ from .windows import window_1d, window_nd
 
 __all__ = [
     "LTX_GEOMETRY", "VIDEO_AXES", "AxisScale", "AxisTileSize", "AxisTiling", "Interval", "LatentGeometry", "Tile",
-    "TileCountConfig", "TilePlan", "TilingError", "balanced_split", "blend_tiles", "conditioning_keep_mask",
+    "TileCountConfig", "TilePlan", "TilingError", "balanced_split", "blend_tiles", "conditioning_keep_mask", "exact_sum_dtype",
     "conditioning_weights", "max_valid_overlap", "owner_of", "plan_tiles", "split_by_count", "split_by_size",
     "tiles_for_size", "video_grid_shape", "video_part", "window_1d", "window_nd",
 ]

@@ -6,7 +6,7 @@
 tiling against the actual video, cuts latent, denoise mask, guide tokens and guide attention entries per
 tile, runs a caller-supplied `call(x, kwargs)` per tile, and blends x0 with `tiling.blend_tiles`.
 
-`partial(call, rank, world)` returns one rank's weighted sums as a single flat fp32 buffer (so a group
+`partial(call, rank, world)` returns one rank's weighted sums as a single flat float64 buffer (so a group
 needs exactly one all_reduce); `finish(buffer)` turns the summed buffer into the model's output.
 """
 
@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from ...tiling import VIDEO_AXES, LatentGeometry, Tile, TileCountConfig, TilePlan, TilingError, blend_tiles, plan_tiles
+from ...tiling import (VIDEO_AXES, LatentGeometry, Tile, TileCountConfig, TilePlan, TilingError, blend_tiles,
+                       exact_sum_dtype, plan_tiles)
 from .audio import AUDIO_AVERAGE, AUDIO_HELD, pack_latents, unpack_latents
 from .guides import GuideFrames
 from .positions import grid_shift, shifted_grid
@@ -50,10 +51,14 @@ class TiledModelCall:
     """One model call's inputs, cut per tile. Build it once per call; run `partial` then `finish`.
 
     `geometry` is the model's own latent-to-pixel map (its `vae_scale_factors` and causal time fix).
+    `sum_dtype` is the dtype of the partial sums (default `tiling.exact_sum_dtype`: float64, so that every
+    split of the tiles over ranks sums to the same bits); the output is cast back to the model's dtype.
     """
 
-    def __init__(self, settings: TDPSettings, geometry: LatentGeometry, x: torch.Tensor, kwargs: dict[str, Any]):
+    def __init__(self, settings: TDPSettings, geometry: LatentGeometry, x: torch.Tensor, kwargs: dict[str, Any],
+                 sum_dtype: torch.dtype | None = None):
         self.settings = settings
+        self.sum_dtype = sum_dtype or exact_sum_dtype(x.device)
         self.geometry = geometry
         self.kwargs = kwargs
         shapes = kwargs.get("latent_shapes")
@@ -111,12 +116,12 @@ class TiledModelCall:
     def partial(self, call: ModelCall, rank: int = 0, world: int = 1,
                 before_tile: Callable[[Tile], None] | None = None,
                 on_tile: Callable[[int, int, Tile], None] | None = None) -> torch.Tensor:
-        """This rank's window-weighted sums as one flat fp32 buffer; the sum over ranks is the blend.
+        """This rank's window-weighted sums as one flat `sum_dtype` buffer; the sum over ranks is the blend.
 
         Layout: the video latent (guide frames included) then, in "average" audio mode, each extra
         (audio) latent. A rank without tiles returns zeros.
         """
-        flat = torch.zeros(self.buffer_numel(), dtype=torch.float32, device=self.video.device)
+        flat = torch.zeros(self.buffer_numel(), dtype=self.sum_dtype, device=self.video.device)
         video_acc = flat[: self.video.numel()].view(self.video.shape)
         extra_accs, at = [], self.video.numel()
         if self.settings.audio_mode == AUDIO_AVERAGE:
@@ -139,9 +144,9 @@ class TiledModelCall:
             if kept_idx.numel():
                 weights = self.guides.weights(tile, kept_idx).to(video_acc.device)
                 rows = self.video_frames + kept_idx.to(video_acc.device)
-                video_acc[:, :, rows, hs, ws] += video_out[:, :, n_video:].to(torch.float32) * weights
+                video_acc[:, :, rows, hs, ws] += video_out[:, :, n_video:].to(flat.dtype) * weights
             for acc, e in zip(extra_accs, extras_out):
-                acc += e.to(torch.float32) / n_tiles
+                acc += e.to(flat.dtype) / n_tiles
             return video_out[:, :, :n_video]
 
         blend_tiles(self.plan, evaluate, rank=rank, world=world, out=video_acc,

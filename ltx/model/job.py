@@ -66,7 +66,8 @@ def plain_options(transformer_options: dict[str, Any], own_wrapper: str) -> dict
 
 @dataclass(frozen=True)
 class ModelJob:
-    """Everything a rank needs to run its tiles of one model call; `numel` is the flat partial sum's length."""
+    """Everything a rank needs to run its tiles of one model call; `numel` and `dtype` are the flat partial
+    sum's length and dtype (rank 0's `TiledModelCall.sum_dtype`: every rank sums in it)."""
 
     settings: TDPSettings
     geometry: LatentGeometry
@@ -76,6 +77,7 @@ class ModelJob:
     kwargs: dict[str, Any]
     transformer_options: dict[str, Any]
     numel: int
+    dtype: torch.dtype = torch.float32
 
     @classmethod
     def of(cls, call: TiledModelCall, x: torch.Tensor, t: torch.Tensor, c_crossattn: Any, control: Any,
@@ -84,11 +86,11 @@ class ModelJob:
             raise TilingError("multi-GPU TDP cannot send ControlNet inputs to the worker ranks; LTX models do not "
                               "use them")
         return cls(call.settings, call.geometry, x, t, c_crossattn, call.kwargs,
-                   plain_options(transformer_options, own_wrapper), call.buffer_numel())
+                   plain_options(transformer_options, own_wrapper), call.buffer_numel(), call.sum_dtype)
 
     def run(self, model: Any, rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
         """This rank's flat partial sum, computed with `model` (a ComfyUI BaseModel replica on this rank)."""
-        call = TiledModelCall(self.settings, self.geometry, self.x, self.kwargs)
+        call = TiledModelCall(self.settings, self.geometry, self.x, self.kwargs, self.dtype)
 
         def run_tile(x: torch.Tensor, kw: dict[str, Any]) -> torch.Tensor:
             return model.apply_model(x, self.t, c_concat=None, c_crossattn=self.c_crossattn, control=None,

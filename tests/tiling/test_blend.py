@@ -112,3 +112,32 @@ def test_a_preallocated_out_buffer_is_the_accumulator():
     assert got is out and got.data_ptr() == out.data_ptr(), "blend_tiles did not return the `out` buffer"
     error = (out - x).abs().max().item()
     assert error <= 1e-6, f"the blend in `out` differs from the input by {error:.2e}"
+
+
+def _rank_sums(plan, evaluate, world: int, dtype: torch.dtype) -> torch.Tensor:
+    """The ranks' partial blends summed as an all_reduce would: rank by rank, in `dtype`."""
+    total = blend_tiles(plan, evaluate, rank=0, world=world, lead_shape=LEAD, dtype=dtype)
+    for rank in range(1, world):
+        total = total + blend_tiles(plan, evaluate, rank=rank, world=world, lead_shape=LEAD, dtype=dtype)
+    return total
+
+
+@pytest.mark.parametrize("make_plan", [plan_2x2, plan_2x2x2, plan_with_three_per_axis])
+def test_float64_sums_are_bit_for_bit_the_same_for_every_split_over_ranks(make_plan):
+    """In float64 the weighted fp32 tile results sum to the same bits in any order; in fp32 they do not
+    (the control), which is what a 2-rank all_reduce against one process would show."""
+    from ltx_tdp.tiling import exact_sum_dtype
+
+    plan = make_plan()
+    gen = torch.Generator().manual_seed(4)
+    results = {t.index: torch.randn(*LEAD, *t.shape, generator=gen) for t in plan.tiles}
+    evaluate = lambda tile: results[tile.index]  # noqa: E731  (a model whose tile results are fixed numbers)
+    assert exact_sum_dtype("cpu") == torch.float64 and exact_sum_dtype("mps") == torch.float32
+    alone = blend_tiles(plan, evaluate, lead_shape=LEAD, dtype=torch.float64)
+    for world in (2, 3):
+        split = _rank_sums(plan, evaluate, world, torch.float64)
+        assert torch.equal(split.to(torch.float32), alone.to(torch.float32)), \
+            f"{plan.counts}, {world} ranks: float64 sums differ by {(split - alone).abs().max().item():.3e}"
+    fp32_alone = blend_tiles(plan, evaluate, lead_shape=LEAD)
+    fp32_differs = [w for w in (2, 3) if not torch.equal(_rank_sums(plan, evaluate, w, torch.float32), fp32_alone)]
+    assert fp32_differs, f"{plan.counts}: the fp32 control summed to the same bits for every split (no test)"

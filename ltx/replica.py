@@ -41,38 +41,45 @@ class PatcherReplica:
         return f"{type(self.module).__name__}/{id(self.module):x}/{p.patches_uuid}/{len(p.patches)}/{len(keys)}/{digest}"
 
     def weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """(key, tensor) of the module's state dict with the patcher's weight patches applied.
+        """(key, tensor) of the module's state dict with the patcher's weight patches applied, as rank 0
+        computes with them (the group calls this twice: once for the names, once to send).
 
-        Weights patched in place for this patcher (ComfyUI keeps the original in `backup`) are taken as they
-        are; patches not applied in place (low-VRAM loading, or another clone loaded last) are computed one
-        weight at a time as ComfyUI computes them when it patches in place: from the original weight in its
-        LoRA compute dtype, a quantized weight dequantized first (the layer's `convert_weight`), through
-        `comfy.lora.calculate_weight`, then rounded back (`comfy.float.stochastic_rounding`), or requantized
-        in the layer's own format (its `set_weight`) so that a quantized layer stays quantized on the workers.
+        * Patched in place for this patcher (ComfyUI keeps the original in `backup`): taken as they are.
+        * Patched on the fly at every forward (ComfyUI's low-VRAM loading puts a LowVramPatch among the
+          layer's weight functions): ComfyUI computes with the original weight cast to the compute dtype
+          (a quantized one dequantized) plus the patch, in that dtype, and so do the workers: that weight
+          is sent as a plain tensor and the layer's quantization entries are left out.
+        * Not applied yet (another clone loaded last): computed as ComfyUI patches in place, from the
+          original in its LoRA compute dtype, a quantized weight dequantized first (the layer's
+          `convert_weight`), through `comfy.lora.calculate_weight`, then rounded back
+          (`comfy.float.stochastic_rounding`) or requantized in the layer's own format (its `set_weight`).
+
         A quantized weight is several state-dict entries (codes, scales): all of them are replaced together.
         """
         patches = self.patcher.patches
         in_sync = getattr(self.module, "current_weight_patches_uuid", None) == self.patcher.patches_uuid
         backup = getattr(self.patcher, "backup", {})
-        replaced: dict[str, torch.Tensor] = {}
+        replaced: dict[str, torch.Tensor | None] = {}
         for key, tensor in self.module.state_dict().items():
             if key in replaced:
-                yield key, replaced.pop(key)
+                value = replaced.pop(key)
+                if value is not None:
+                    yield key, value
                 continue
             original = backup[key].weight if key in backup else None
             if key in patches and not (in_sync and key in backup):
-                value = self._patched(key, original)
+                entries = self._patched(key, original)
             elif key in patches or original is None:
                 yield key, tensor
                 continue
             else:
-                value = original
-            entries = _entries(key, value)
+                entries = _entries(key, original)
             replaced.update(entries)
             yield key, replaced.pop(key)
 
-    def _patched(self, key: str, original: torch.Tensor | None) -> torch.Tensor:
-        """Weight `key` with this patcher's patches applied, from `original` (else the module's weight)."""
+    def _patched(self, key: str, original: torch.Tensor | None) -> dict[str, torch.Tensor | None]:
+        """The state-dict entries of weight `key` with this patcher's patches applied, from `original` (else
+        the module's weight); None for entries that are left out."""
         import comfy.float
         import comfy.lora
         import comfy.model_management
@@ -81,6 +88,15 @@ class PatcherReplica:
 
         weight, set_func, convert_func = comfy.model_patcher.get_key_weight(self.module, key)
         original = weight if original is None else original
+        owner, _, name = key.rpartition(".")
+        layer = comfy.utils.get_attr(self.module, owner) if owner else self.module
+        if any(getattr(f, "is_lowvram_patch", False) for f in getattr(layer, f"{name}_function", ())):
+            dtype = self._compute_dtype()
+            temp = original.to(dtype, copy=True)
+            temp = temp.dequantize() if _is_quantized(temp) else temp
+            out = comfy.lora.calculate_weight(self.patcher.patches[key], temp, key, intermediate_dtype=dtype)
+            dropped = dict.fromkeys([*_entries(key, original), f"{owner}.comfy_quant", f"{owner}.input_scale"])
+            return {**dropped, key: out if _is_quantized(original) else out.to(original.dtype)}
         compute = getattr(comfy.model_management, "lora_compute_dtype", lambda _d: torch.float32)(
             self.patcher.load_device)
         temp = original.to(compute, copy=True)
@@ -89,12 +105,23 @@ class PatcherReplica:
         out = comfy.lora.calculate_weight(self.patcher.patches[key], temp, key)
         seed = comfy.utils.string_to_seed(key)
         if set_func is None:
-            return comfy.float.stochastic_rounding(out, original.dtype, seed=seed)
-        return set_func(out, seed=seed, return_weight=True)
+            return {key: comfy.float.stochastic_rounding(out, original.dtype, seed=seed)}
+        return _entries(key, set_func(out, seed=seed, return_weight=True))
+
+    def _compute_dtype(self) -> torch.dtype:
+        """The dtype the model's layers compute in (ComfyUI casts the model's input to it)."""
+        model = self.patcher.model
+        if hasattr(model, "get_dtype_inference"):
+            return model.get_dtype_inference()
+        return getattr(model, "manual_cast_dtype", None) or model.get_dtype()
+
+
+def _is_quantized(value: torch.Tensor) -> bool:
+    """Whether `value` is a ComfyUI QuantizedTensor (comfy-kitchen): codes plus scales."""
+    return hasattr(value, "_layout_cls") and callable(getattr(value, "dequantize", None))
 
 
 def _entries(key: str, value: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The state-dict entries of parameter `key` holding `value`: a ComfyUI QuantizedTensor gives its codes and
-    scales (`key`, `key_scale`, ...), any other tensor itself."""
-    as_entries = getattr(value, "state_dict", None)
-    return as_entries(key) if callable(as_entries) and hasattr(value, "_layout_cls") else {key: value}
+    """The state-dict entries of parameter `key` holding `value`: a QuantizedTensor gives its codes and scales
+    (`key`, `key_scale`, ...), any other tensor itself."""
+    return value.state_dict(key) if _is_quantized(value) else {key: value}

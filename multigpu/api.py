@@ -33,7 +33,8 @@ class ReplicaSource(Protocol):
         """How a worker builds the empty copy (picklable)."""
 
     def weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """(key, tensor) of `module.state_dict()`, in its order, as rank 0 computes with them."""
+        """(key, tensor) of the weights as rank 0 computes with them, in `module.state_dict()` order (a layer
+        computed from a plain copy may leave out its quantization entries); the same names at every call."""
 
 
 @dataclass(frozen=True)

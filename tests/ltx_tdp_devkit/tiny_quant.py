@@ -82,12 +82,28 @@ def build_quantized_ltxav(path: Path, fmt: str, seed: int = 0, **overrides) -> P
     """Save a tiny LTX-2 transformer (ComfyUI's LTXAVModel, tiny_models.LTXAV_CONFIG + `overrides`) with the
     Linear weights of its transformer blocks in format `fmt`; UNETLoader loads it as a quantized model."""
     from comfy.ldm.lightricks.av_model import LTXAVModel
+
+    from .tiny_models import LTXAV_CONFIG
+
+    return _build(LTXAVModel, {**LTXAV_CONFIG, **overrides}, path, fmt, seed)
+
+
+def build_quantized_ltxv(path: Path, fmt: str, seed: int = 0, **overrides) -> Path:
+    """The video-only LTX transformer (ComfyUI's LTXVModel, tiny_models.LTXV_CONFIG + `overrides`), quantized
+    like `build_quantized_ltxav`."""
+    from comfy.ldm.lightricks.model import LTXVModel
+
+    from .tiny_models import LTXV_CONFIG
+
+    return _build(LTXVModel, {**LTXV_CONFIG, **overrides}, path, fmt, seed)
+
+
+def _build(cls: type, config: dict, path: Path, fmt: str, seed: int) -> Path:
     import comfy.ops
 
-    from .tiny_models import LTXAV_CONFIG, save_with_config, seeded_state_dict
+    from .tiny_models import save_with_config, seeded_state_dict
 
-    config = {**LTXAV_CONFIG, **overrides}
-    model = LTXAVModel(**config, operations=comfy.ops.disable_weight_init)
+    model = cls(**config, operations=comfy.ops.disable_weight_init)
     sd = quantize_state_dict(seeded_state_dict(model, seed), fmt)
     return save_with_config(sd, path, {"transformer": config})
 
@@ -98,3 +114,28 @@ def quantized_layers(module: torch.nn.Module) -> dict[str, str]:
 
     return {name: m.weight._layout_cls for name, m in module.named_modules()
             if isinstance(getattr(m, "weight", None), QuantizedTensor)}
+
+
+class LayoutRecorder:
+    """`with LayoutRecorder(module) as seen:` records, for each Linear of `module` that runs its forward
+    inside the block, what its weight is at that moment: the comfy-kitchen layout of a QuantizedTensor, or
+    "plain". (int8 layers that ComfyUI runs through `linear_input_act` bypass the forward and are not seen.)"""
+
+    def __init__(self, module: torch.nn.Module):
+        self.module, self.seen, self.hooks = module, {}, []
+
+    def __enter__(self) -> dict[str, str]:
+        for name, m in self.module.named_modules():
+            if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Linear":  # ComfyUI's ops Linears too
+                self.hooks.append(m.register_forward_pre_hook(self._hook(name)))
+        return self.seen
+
+    def _hook(self, name: str):
+        def record(mod: torch.nn.Module, _inputs: object) -> None:
+            self.seen[name] = getattr(mod.weight, "_layout_cls", None) or "plain"
+        return record
+
+    def __exit__(self, *exc: object) -> None:
+        for h in self.hooks:
+            h.remove()
+        self.hooks.clear()

@@ -1,6 +1,6 @@
-"""Test support (never shipped): `multigpu/worker_main.py` that records, for every model job, what each
-Linear layer of its model replica computes with at forward time: the comfy-kitchen layout of a
-QuantizedTensor weight, or "plain". One JSON line ({layer: layout} of the layers that ran) per job is
+"""Test support (never shipped): `multigpu/worker_main.py` that records, for every job, what each Linear of
+its model replica computes with at forward time (ltx_tdp_devkit.tiny_quant.LayoutRecorder: the layout of a
+QuantizedTensor weight, or "plain"). One JSON line ({layer: layout} of the layers that ran) per job is
 appended to the file named by $TDP_PROBE_OUT. Arguments: those of worker_main.py."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+import torch
 
 PACK = Path(__file__).resolve().parents[2]
 
@@ -25,22 +27,15 @@ def main() -> int:
     worker_main.import_pack()
     worker = importlib.import_module(f"{worker_main.PACKAGE}.multigpu.worker")
     job, out = worker.Worker._job, Path(os.environ["TDP_PROBE_OUT"])
+    spec = importlib.util.spec_from_file_location("tdp_tiny_quant", PACK / "tests" / "ltx_tdp_devkit" / "tiny_quant.py")
+    tiny_quant = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tiny_quant)
+    recorder = tiny_quant.LayoutRecorder
 
     def probed(self, msg):
-        seen: dict[str, str] = {}
-        hooks = []
         replica = self.replicas.get("model", (None, None))[1]
-        for name, m in (replica.module.named_modules() if replica is not None else ()):
-            if isinstance(m, __import__("torch").nn.Linear) or type(m).__name__ == "Linear":
-                def record(mod, _inputs, name=name):
-                    w = mod.weight
-                    seen[name] = getattr(w, "_layout_cls", None) or "plain"
-                hooks.append(m.register_forward_pre_hook(record))
-        try:
+        with recorder(replica.module if replica is not None else torch.nn.Module()) as seen:
             after = job(self, msg)
-        finally:
-            for h in hooks:
-                h.remove()
         with out.open("a") as f:
             f.write(json.dumps(seen) + "\n")
         return after

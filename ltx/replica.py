@@ -91,7 +91,7 @@ class PatcherReplica:
         owner, _, name = key.rpartition(".")
         layer = comfy.utils.get_attr(self.module, owner) if owner else self.module
         if any(getattr(f, "is_lowvram_patch", False) for f in getattr(layer, f"{name}_function", ())):
-            dtype = self._compute_dtype()
+            dtype = self._compute_dtype(original)
             temp = original.to(dtype, copy=True)
             temp = temp.dequantize() if _is_quantized(temp) else temp
             out = comfy.lora.calculate_weight(self.patcher.patches[key], temp, key, intermediate_dtype=dtype)
@@ -108,12 +108,11 @@ class PatcherReplica:
             return {key: comfy.float.stochastic_rounding(out, original.dtype, seed=seed)}
         return _entries(key, set_func(out, seed=seed, return_weight=True))
 
-    def _compute_dtype(self) -> torch.dtype:
-        """The dtype the model's layers compute in (ComfyUI casts the model's input to it)."""
+    def _compute_dtype(self, weight: torch.Tensor) -> torch.dtype:
+        """The dtype the model's layers compute in (a ComfyUI model casts its input to it); for another
+        module, `weight`'s own (a QuantizedTensor's is the dtype it dequantizes to)."""
         model = self.patcher.model
-        if hasattr(model, "get_dtype_inference"):
-            return model.get_dtype_inference()
-        return getattr(model, "manual_cast_dtype", None) or model.get_dtype()
+        return model.get_dtype_inference() if hasattr(model, "get_dtype_inference") else weight.dtype
 
 
 def _is_quantized(value: torch.Tensor) -> bool:

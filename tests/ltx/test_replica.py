@@ -4,6 +4,7 @@ weight patches (LoRAs) applied, whether or not ComfyUI has applied them in place
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 
@@ -51,3 +52,64 @@ def test_the_weights_sent_are_those_comfyui_computes_with_before_and_after_it_pa
         assert torch.equal(before[key], applied[key]), f"{key}: computed before loading differs from ComfyUI's"
         assert torch.equal(after[key], applied[key]), f"{key}: read after loading differs from ComfyUI's"
         assert torch.equal(plain[key], original[key]), f"{key}: the unpatched clone sent the patched weight"
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit, in any dtype (torch.equal has no fp8 kernel)."""
+    bits = lambda t: t.detach().contiguous().reshape(-1).view(torch.uint8)  # noqa: E731
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b))
+
+
+def _quantized_patcher(comfy, fmt: str):
+    """Two of ComfyUI's mixed-precision Linears loaded from `fmt` entries (ComfyUI's stored format)."""
+    import comfy.model_patcher
+    import comfy.ops
+    from ltx_tdp_devkit import tiny_quant
+
+    if fmt not in tiny_quant.available_formats():
+        pytest.skip(f"ComfyUI {comfy.comfyui_version()}'s comfy-kitchen has no {fmt} format")
+    ops = comfy.ops.mixed_precision_ops({}, torch.float32)
+    module = torch.nn.Sequential(ops.Linear(16, 16), ops.Linear(16, 16))
+    gen = torch.Generator().manual_seed(0)
+    sd = {}
+    for i in range(2):
+        sd[f"{i}.bias"] = torch.randn(16, generator=gen)
+        sd.update(tiny_quant.quantized_entries(str(i), torch.randn(16, 16, generator=gen), fmt))
+    module.load_state_dict(sd)
+    assert len(tiny_quant.quantized_layers(module)) == 2, "the layers did not load quantized"
+    return comfy.model_patcher.ModelPatcher(module, load_device=torch.device("cpu"), offload_device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "int8_convrot"])
+def test_a_patch_on_a_quantized_layer_is_sent_as_comfyui_computes_with_it_loaded_fully_or_on_the_fly(comfy, fmt):
+    """Loaded fully, ComfyUI dequantizes, patches and requantizes in place: the weights sent before it does
+    so are those codes and scales. Under low-VRAM loading it patches the dequantized weight at each forward
+    (comfy.ops.cast_bias_weight): that plain weight is sent, without the layer's quantization entries."""
+    import comfy.ops
+
+    base = _quantized_patcher(comfy, fmt)
+    lora = base.clone()
+    lora.add_patches({"0.weight": (torch.full((16, 16), 0.5),)}, 1.0)
+    before = dict(_source(lora).weights())
+    lora.patch_model()
+    try:
+        applied = {k: t.clone() for k, t in lora.model.state_dict().items()}
+    finally:
+        lora.unpatch_model()
+    assert set(before) == set(applied), f"sent {sorted(before)}, ComfyUI holds {sorted(applied)}"
+    for key, want in applied.items():
+        assert _same(before[key], want), f"{fmt} {key}: the weight computed before loading differs from ComfyUI's"
+    lora.patch_model(lowvram_model_memory=1)
+    try:
+        computed, _ = comfy.ops.cast_bias_weight(lora.model[0], input=torch.zeros(1, 16))
+        on_the_fly = dict(_source(lora).weights())
+    finally:
+        lora.unpatch_model()
+    assert not any(k.startswith("0.") and k not in ("0.weight", "0.bias") for k in on_the_fly), \
+        f"{fmt}: quantization entries of the layer patched on the fly were sent: {sorted(on_the_fly)}"
+    assert torch.equal(on_the_fly["0.weight"], computed), \
+        f"{fmt}: the low-VRAM weight sent differs from ComfyUI's by {(on_the_fly['0.weight'] - computed).abs().max():.3e}"
+    shift = (computed - base.model[0].weight.dequantize()).mean().item()
+    assert abs(shift - 0.5) < 0.01, f"{fmt}: the patch shifted the layer by {shift:.4f}, not 0.5"
+    plain = {k: t for k, t in base.model.state_dict().items() if k.startswith("1.")}
+    assert all(_same(on_the_fly[k], t) for k, t in plain.items()), f"{fmt}: the unpatched layer changed"

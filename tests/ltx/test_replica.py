@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ltx_tdp_devkit.comfy_runtime import comfyui_version
+
 
 def _patcher():
     import comfy.model_patcher
@@ -67,7 +69,7 @@ def _quantized_patcher(comfy, fmt: str):
     from ltx_tdp_devkit import tiny_quant
 
     if fmt not in tiny_quant.available_formats():
-        pytest.skip(f"ComfyUI {comfy.comfyui_version()}'s comfy-kitchen has no {fmt} format")
+        pytest.skip(f"ComfyUI {comfyui_version()}'s comfy-kitchen has no {fmt} format")
     ops = comfy.ops.mixed_precision_ops({}, torch.float32)
     module = torch.nn.Sequential(ops.Linear(16, 16), ops.Linear(16, 16))
     gen = torch.Generator().manual_seed(0)

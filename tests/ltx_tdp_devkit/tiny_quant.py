@@ -33,8 +33,10 @@ QUANTIZED_PREFIX = "transformer_blocks."
 
 def available_formats() -> tuple[str, ...]:
     """The formats of FORMATS this ComfyUI loads (its comfy.quant_ops knows the format and the layout)."""
-    import comfy.quant_ops as q
-
+    try:
+        import comfy.quant_ops as q
+    except ImportError:  # ComfyUI before quantized checkpoints (0.3.x)
+        return ()
     known = getattr(q, "QUANT_ALGOS", {})
     out = []
     for name, (layout, _) in FORMATS.items():

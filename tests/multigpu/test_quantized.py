@@ -13,6 +13,8 @@ import json
 import pytest
 import torch
 
+from ltx_tdp_devkit.comfy_runtime import comfyui_version
+
 from ltx_tdp_devkit import tiny_quant
 from ltx_tdp_devkit.external_workers import start_test_worker
 from ltx_tdp_devkit.ltx_helpers import conditioning, ksample, randn, tdp_2x2
@@ -33,7 +35,7 @@ def quantized(comfy):
     from ltx_tdp_devkit.tiny_models import has_ltxav
 
     if not has_ltxav():
-        pytest.skip(f"ComfyUI {comfy.comfyui_version()} has no LTX-2 (comfy.ldm.lightricks.av_model)")
+        pytest.skip(f"ComfyUI {comfyui_version()} has no LTX-2 (comfy.ldm.lightricks.av_model)")
     import folder_paths
 
     folder = folder_paths.get_folder_paths("diffusion_models")[0]
@@ -41,7 +43,7 @@ def quantized(comfy):
 
     def load(fmt: str):
         if fmt not in tiny_quant.available_formats():
-            pytest.skip(f"ComfyUI {comfy.comfyui_version()}'s comfy-kitchen has no {fmt} format")
+            pytest.skip(f"ComfyUI {comfyui_version()}'s comfy-kitchen has no {fmt} format")
         if fmt not in models:
             name = f"tdp_tiny_ltxav_{fmt}.safetensors"
             tiny_quant.build_quantized_ltxav(__import__("pathlib").Path(folder) / name, fmt, num_layers=LAYERS)
@@ -141,7 +143,7 @@ def quantized_ltxv(comfy):
 
     def load(fmt: str):
         if fmt not in tiny_quant.available_formats():
-            pytest.skip(f"ComfyUI {comfy.comfyui_version()}'s comfy-kitchen has no {fmt} format")
+            pytest.skip(f"ComfyUI {comfyui_version()}'s comfy-kitchen has no {fmt} format")
         if fmt not in models:
             name = f"tdp_tiny_ltxv_{fmt}.safetensors"
             tiny_quant.build_quantized_ltxv(Path(folder) / name, fmt, num_layers=LAYERS)
@@ -187,7 +189,7 @@ def test_a_worker_that_would_compute_a_layer_in_another_format_fails_naming_the_
     from ltx_tdp.multigpu.settings import TDPGroupError
 
     if "float8_e4m3fn" not in tiny_quant.available_formats():
-        pytest.skip(f"ComfyUI {comfy.comfyui_version()} has no fp8 layers")
+        pytest.skip(f"ComfyUI {comfyui_version()} has no fp8 layers")
     ops = comfy.ops.mixed_precision_ops({}, torch.float32)
     weight = randn(16, 16, seed=1)
 

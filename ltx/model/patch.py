@@ -4,6 +4,8 @@
 * OUTER_SAMPLE wrapper: warns when the first sigma is high enough for tiles to drift apart, and in the
   held audio mode (LTX-2) makes the audio clean conditioning for the whole stage (ltx.model.audio).
 * object patch `diffusion_model.patchifier`: per-tile positions (ltx.model.positions).
+* object patch `diffusion_model.keyframes_abs_pos_mask` (LTX-2.5, ComfyUI 0.32+): each tile marks the tokens the
+  untiled call marks (ltx.model.keyframes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..progress import TileProgress, check_interrupt
 from .audio import AUDIO_HELD, audio_mode as audio_mode_value, audio_not_ready, has_audio, held_denoise_mask, restore_audio
 from .call import TDPSettings, TiledModelCall
 from .job import ModelJob, model_ranks
+from .keyframes import MASK_ATTRIBUTE, has_marker_mask, marker_mask_patch
 from .positions import ShiftedGridPatchifier
 
 log = logging.getLogger(__name__)
@@ -161,4 +164,6 @@ def apply_tdp(model_patcher: Any, tiling: TileCountConfig, *, group: Any = None,
     if isinstance(inner, ShiftedGridPatchifier):
         inner = inner._inner
     m.add_object_patch("diffusion_model.patchifier", ShiftedGridPatchifier(inner))
+    if has_marker_mask(diffusion_model):
+        m.add_object_patch("diffusion_model." + MASK_ATTRIBUTE, marker_mask_patch(diffusion_model, m.object_patches))
     return m

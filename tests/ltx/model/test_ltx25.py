@@ -212,3 +212,64 @@ def test_guidance_flags_reach_every_tile_call(comfy, ltx25, kind):
     assert len(seen) == 2 * 2 * 4 and len(flagged) == 2 * 4, seen
     whole = 128 * 2 * 4 * 4 + 8 * 5 * 16  # the packed (video, audio) latent of the whole call
     assert all(s[0][-1] < whole for s in flagged), f"a flagged call ran on the whole latent, not a tile: {flagged}"
+
+
+@pytest.fixture(scope="module")
+def narrow_ltx25(comfy):
+    """A tiny LTX-2.5 whose checkpoint metadata sets positional_embedding_max_pos to [20 s, 256 px, 384 px]."""
+    import comfy.sd
+    from ltx_tdp_devkit.tiny_models import ltx25_state_dict
+
+    sd, metadata = ltx25_state_dict(seed=5, positional_embedding_max_pos=[20, 256, 384])
+    return comfy.sd.load_diffusion_model_state_dict(sd, metadata=metadata)
+
+
+def test_position_range_is_read_from_the_loaded_model(comfy, ltx25, narrow_ltx25):
+    from ltx_tdp.ltx.model.patch import position_range
+    from ltx_tdp.tiling import PositionRange
+
+    assert position_range(narrow_ltx25) == PositionRange(20, 256, 384), position_range(narrow_ltx25)
+    assert position_range(ltx25) == PositionRange(20, 2048, 2048), position_range(ltx25)
+
+
+def test_tile_preview_checks_tiles_against_the_models_range(comfy, narrow_ltx25):
+    from ltx_tdp.nodes.tile_preview import TilePreviewNode
+
+    latent = {"samples": torch.zeros(1, 128, 2, 16, 16)}  # 512 x 512 px
+    _, whole = comfy.run_node(TilePreviewNode, tiling=tiling(), latent=latent, model=narrow_ltx25)
+    assert "height 512 px > 256 px" in whole and "width 512 px > 384 px" in whole, whole
+    _, split = comfy.run_node(TilePreviewNode, tiling=tiling(height=(2, 0), width=(2, 0)), latent=latent,
+                              model=narrow_ltx25)
+    assert "outside the model's trained position range" not in split, split
+    _, unknown = comfy.run_node(TilePreviewNode, tiling=tiling(), latent=latent)
+    assert "connect the model" in unknown, unknown
+
+
+def test_balanced_config_and_patcher_warn_from_the_models_range(comfy, narrow_ltx25, caplog):
+    from ltx_tdp.nodes.tile_config import BalancedTileConfigNode
+
+    latent = {"samples": torch.zeros(1, 128, 2, 16, 24)}  # 768 x 512 px
+    with caplog.at_level("WARNING"):
+        (two,) = comfy.run_node(BalancedTileConfigNode, gpus=2, overlap=0, latent=latent, model=narrow_ltx25)
+    assert "outside the model's trained position range (height 512 px > 256 px)" in caplog.text, caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        comfy.run_node(BalancedTileConfigNode, gpus=4, overlap=0, latent=latent, model=narrow_ltx25)
+    assert "position range" not in caplog.text, caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        _call_shape(patch(narrow_ltx25, two, audio_mode="average"), (1, 128, 2, 16, 24))
+    assert "outside the model's trained position range (height 512 px > 256 px)" in caplog.text, caplog.text
+
+
+def _call_shape(model_patcher, shape) -> torch.Tensor:
+    import comfy.model_management
+    import comfy.utils
+
+    comfy.model_management.load_models_gpu([model_patcher])
+    x, shapes = comfy.utils.pack_latents([randn(*shape, seed=1), randn(1, 8, 5, 16, seed=2)])
+    with torch.inference_mode():
+        return model_patcher.model.apply_model(x, torch.full((1,), 0.5), c_crossattn=randn(1, 8, CONTEXT_DIM, seed=3),
+                                               transformer_options={"wrappers": model_patcher.wrappers},
+                                               latent_shapes=shapes, attention_mask=torch.ones(1, 8, dtype=torch.long),
+                                               frame_rate=25.0)

@@ -22,7 +22,7 @@ def narrow_ltxv(comfy):
     sd = seeded_state_dict(ltx.LTXVModel(**config, operations=comfy.ops.disable_weight_init), seed=5)
     model = comfy.sd.load_diffusion_model_state_dict(sd, metadata={"config": json.dumps({"transformer": config})})
     if getattr(model.model.diffusion_model, "positional_embedding_max_pos", None) is None:
-        pytest.skip(f"ComfyUI {comfy.comfyui_version()}'s LTXV model keeps no positional_embedding_max_pos to read")
+        pytest.skip("this ComfyUI's LTXV model keeps no positional_embedding_max_pos to read")
     return model
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from comfy_api.latest import io
 
-from ..tiling import AxisTiling, TileCountConfig, balanced_split, video_grid_shape
+from ..ltx.model.patch import position_range
+from ..tiling import VIDEO_AXES, AxisTiling, TileCountConfig, TilingError, balanced_split, plan_tiles, video_grid_shape
+from ..tiling.position_range import largest_tile
+
+log = logging.getLogger(__name__)
 from .types import CATEGORY, TILING
 
 _OVERLAP_TIP = (
@@ -65,17 +71,32 @@ class BalancedTileConfigNode(io.ComfyNode):
                              "(1 cell = 32 pixels). Upstream LTX-2 uses 5."),
                 io.Latent.Input("latent", optional=True,
                                 tooltip="Optional: the latent to be tiled, so the split follows its aspect ratio."),
+                io.Model.Input("model", optional=True,
+                               tooltip="Optional: the LTX model the tiles are for. With a latent too, a split whose "
+                               "tiles leave the position range this model was trained on (read from the model) "
+                               "logs a warning saying so."),
             ],
             outputs=[TILING.Output(display_name="tiling", tooltip="Tile counts and overlaps per latent axis.")],
         )
 
     @classmethod
-    def execute(cls, gpus: int, overlap: int, latent: dict | None = None) -> io.NodeOutput:
+    def execute(cls, gpus: int, overlap: int, latent: dict | None = None, model=None) -> io.NodeOutput:
         height = width = None
         if latent is not None:
-            _, height, width = video_grid_shape(latent["samples"])
+            shape = video_grid_shape(latent["samples"])
+            _, height, width = shape
         h, w = balanced_split(gpus, height, width)
-        return io.NodeOutput(TileCountConfig(
-            height=AxisTiling(h, overlap if h > 1 else 0),
-            width=AxisTiling(w, overlap if w > 1 else 0),
-        ))
+        config = TileCountConfig(height=AxisTiling(h, overlap if h > 1 else 0),
+                                 width=AxisTiling(w, overlap if w > 1 else 0))
+        positions = position_range(model) if model is not None else None
+        if positions is not None and latent is not None:
+            try:
+                big = largest_tile(plan_tiles(shape, config.axes, VIDEO_AXES).axis_intervals)
+            except TilingError:  # the patcher refuses this layout with its own message when sampling starts
+                big = (1, 1, 1)
+            excess = positions.excess((1, big[1], big[2]))
+            if excess:
+                log.warning("LTX TDP: %d GPUs split this latent %d x %d; each tile is outside the model's trained "
+                            "position range (%s). Use more GPUs, or LTX TDP Tile Config with more tiles.",
+                            gpus, h, w, ", ".join(excess))
+        return io.NodeOutput(config)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from comfy_api.latest import io, ui
 
 from ..tiling import LTX_GEOMETRY, video_grid_shape
+from ..ltx.model.patch import position_range
 from ..tiling.preview import preview_tiles
 from .types import CATEGORY, TILING
 
@@ -34,6 +35,10 @@ class TilePreviewNode(io.ComfyNode):
                 io.Latent.Input("latent", optional=True,
                                 tooltip="Optional: the latent the tiles are for (e.g. the upscaled latent going "
                                 "into the TDP stage). When connected, width, height and frames are ignored."),
+                io.Model.Input("model", optional=True,
+                               tooltip="Optional: the LTX model the tiles are for. The summary then checks the "
+                               "largest tile against the position range this model was trained on (read from "
+                               "the model: its positional_embedding_max_pos)."),
             ],
             outputs=[
                 io.Image.Output(display_name="preview", tooltip="The tile layout picture."),
@@ -46,11 +51,12 @@ class TilePreviewNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, tiling, width: int = 3840, height: int = 2176, frames: int = 121,
-                latent: dict | None = None) -> io.NodeOutput:
+                latent: dict | None = None, model=None) -> io.NodeOutput:
         if latent is not None:
             shape = video_grid_shape(latent["samples"])
         else:
             shape = LTX_GEOMETRY.latent_shape(frames, height, width)
-        preview = preview_tiles(shape, tiling)
+        positions = position_range(model) if model is not None else None
+        preview = preview_tiles(shape, tiling, positions=positions)
         image = preview.image.unsqueeze(0)
         return io.NodeOutput(image, preview.summary, ui=ui.PreviewImage(image, cls=cls))

@@ -23,6 +23,7 @@ from .config import TileCountConfig
 from .geometry import LTX_GEOMETRY, VIDEO_AXES
 from .intervals import Interval
 from .plan import TilePlan, plan_tiles
+from .position_range import PositionRange
 from .windows import window_1d
 
 EXACT_TOLERANCE = 1e-6
@@ -30,9 +31,6 @@ EXACT_TOLERANCE = 1e-6
 
 EXACT_COLOUR = (0.22, 0.62, 0.34)
 """Heat-map colour of a cell whose blend weights sum to one."""
-
-LTX_POSITION_LIMIT_PX = 2048
-"""LTX-2 positions are divided by 2048 px: larger tiles are out of the range the model was trained on."""
 
 _BACKGROUND = 0.12
 _MARGIN = 8
@@ -63,15 +61,17 @@ class TilePreview:
         return float((self.weight_sum - 1.0).abs().max())
 
 
-def preview_tiles(shape: Sequence[int], tiling: TileCountConfig, cell_px: int | None = None) -> TilePreview:
-    """Plan `tiling` on a (frames, height, width) latent exactly as the TDP patcher does and draw it.
+def preview_tiles(shape: Sequence[int], tiling: TileCountConfig, cell_px: int | None = None,
+                  positions: PositionRange | None = None) -> TilePreview:
+    """Plan `tiling` on a (frames, height, width) latent exactly as the TDP patcher does and draw it; the summary
+    checks the largest tile against `positions` (the model's trained range) when given.
 
     Raises the patcher's TilingError (same message) for a layout it would refuse.
     """
-    return render_plan(plan_tiles(tuple(shape), tiling.axes, VIDEO_AXES), cell_px)
+    return render_plan(plan_tiles(tuple(shape), tiling.axes, VIDEO_AXES), cell_px, positions)
 
 
-def render_plan(plan: TilePlan, cell_px: int | None = None) -> TilePreview:
+def render_plan(plan: TilePlan, cell_px: int | None = None, positions: PositionRange | None = None) -> TilePreview:
     """Draw a 3-axis (frames, height, width) plan; see the module docstring for the layout."""
     if len(plan.shape) != 3:
         raise ValueError(f"the preview draws (frames, height, width) plans, got a {len(plan.shape)}-axis one")
@@ -130,7 +130,8 @@ def render_plan(plan: TilePlan, cell_px: int | None = None) -> TilePreview:
     for f in range(n_f):
         img[top: top + _BAR_PX, x0 + edges[f]: x0 + edges[f + 1]] = heat_f[f]
 
-    return TilePreview(image=img.clamp(0, 1), weight_sum=weight_sum, plan=plan, summary=describe(plan, weight_sum))
+    return TilePreview(image=img.clamp(0, 1), weight_sum=weight_sum, plan=plan,
+                       summary=describe(plan, weight_sum, positions))
 
 
 def heat_colours(deviation: torch.Tensor) -> torch.Tensor:
@@ -157,8 +158,9 @@ def _hsv_to_rgb(h: float, s: float, v: float) -> tuple[float, float, float]:
     return [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)][sector]
 
 
-def describe(plan: TilePlan, weight_sum: torch.Tensor) -> str:
-    """A few lines a user can read: grid and tile sizes in latent cells and LTX pixels, and the blend check."""
+def describe(plan: TilePlan, weight_sum: torch.Tensor, positions: PositionRange | None = None) -> str:
+    """A few lines a user can read: grid and tile sizes in latent cells and LTX pixels, the blend check, and the
+    largest tile against the model's trained position range (`positions`, read from the model)."""
     n_f, n_h, n_w = plan.shape
     counts = plan.counts
     big = tuple(max(i.length for i in axis) for axis in plan.axis_intervals)
@@ -171,9 +173,13 @@ def describe(plan: TilePlan, weight_sum: torch.Tensor) -> str:
         ("blend weights sum to exactly 1 everywhere" if dev <= EXACT_TOLERANCE else "blend weights do NOT sum to 1")
         + f" (largest deviation {dev:.2e})",
     ]
-    if max(big[1], big[2]) * LTX_GEOMETRY.height.factor > LTX_POSITION_LIMIT_PX:
-        lines.append(f"note: tiles wider than {LTX_POSITION_LIMIT_PX} px are outside LTX-2's trained position range; "
-                     f"use more tiles")
+    if positions is None:
+        lines.append("connect the model to check the tiles against its trained position range")
+    else:
+        excess = positions.excess((1, big[1], big[2]))
+        if excess:
+            lines.append(f"note: the largest tile is outside the model's trained position range ({', '.join(excess)}); "
+                         "use more tiles")
     return "\n".join(lines)
 
 

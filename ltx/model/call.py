@@ -23,6 +23,7 @@ from ...tiling import (VIDEO_AXES, LatentGeometry, Tile, TileCountConfig, TilePl
                        exact_sum_dtype, plan_tiles)
 from .audio import AUDIO_AVERAGE, AUDIO_HELD, pack_latents, unpack_latents
 from .guides import GuideFrames
+from .keyframes import TileTokens, tile_generated_keyframes, tile_tokens
 from .positions import grid_shift, shifted_grid
 
 log = logging.getLogger(__name__)
@@ -101,12 +102,24 @@ class TiledModelCall:
             if kw["keyframe_idxs"] is None:
                 kw.pop("keyframe_idxs")
                 kw.pop("guide_attention_entries", None)
+        if kw.get("generated_keyframes") is not None and self.tile_tokens(tile, frames) is not None:
+            kw["generated_keyframes"] = tile_generated_keyframes(kw["generated_keyframes"], frames,
+                                                                 self.video.shape[-2:], tile.shape[1:])
         if self.packed:
             x = pack_latents([video, *self.extras])
             kw["latent_shapes"] = [tuple(video.shape), *self.shapes[1:]]
         else:
             x = video
         return x, kw, kept_idx
+
+    def tile_tokens(self, tile: Tile, frames: list[int]) -> TileTokens | None:
+        """Where the tile's tokens sit in this call (ltx.model.keyframes); None for a tile that is the whole call."""
+        _, _, f_all, h, w = self.video.shape
+        if len(frames) == f_all and tuple(tile.shape[1:]) == (h, w):
+            return None
+        _, hs, ws = tile.slices
+        return TileTokens((f_all, h, w), self.guides.count, tuple(frames), hs, ws, self.geometry,
+                          self.kwargs.get("generated_keyframes"))
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def buffer_numel(self) -> int:
@@ -132,8 +145,10 @@ class TiledModelCall:
 
         def evaluate(tile: Tile) -> torch.Tensor:
             x, kw, kept_idx = self.tile_inputs(tile)
-            _, hs, ws = tile.slices
-            with shifted_grid(grid_shift(tile.origin, self.settings.normalize_positions, self.geometry.frames)):
+            fs, hs, ws = tile.slices
+            frames = list(range(fs.start, fs.stop)) + (self.video_frames + kept_idx).tolist()
+            with shifted_grid(grid_shift(tile.origin, self.settings.normalize_positions, self.geometry.frames)), \
+                    tile_tokens(self.tile_tokens(tile, frames)):
                 out = call(x, kw)
             if self.packed:
                 parts = unpack_latents(out, kw["latent_shapes"])

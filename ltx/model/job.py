@@ -21,6 +21,7 @@ from ...tiling import LatentGeometry, TilingError
 from ...tiling.ranks import BeforeTile, TileRanks
 from ..replica import PatcherReplica
 from .call import TDPSettings, TiledModelCall
+from .keyframes import MASK_ATTRIBUTE, has_marker_mask, marker_mask_patch
 from .positions import ShiftedGridPatchifier
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,8 @@ class ModelRecipe:
         dm = model.diffusion_model
         if hasattr(dm, "patchifier") and not isinstance(dm.patchifier, ShiftedGridPatchifier):
             dm.patchifier = ShiftedGridPatchifier(dm.patchifier)  # what rank 0 applies as an object patch
+        if has_marker_mask(dm):
+            setattr(dm, MASK_ATTRIBUTE, marker_mask_patch(dm, {}))  # likewise (LTX-2.5)
         return Replica(model, model, device)
 
 

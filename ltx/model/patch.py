@@ -4,6 +4,8 @@
 * OUTER_SAMPLE wrapper: warns when the first sigma is high enough for tiles to drift apart, and in the
   held audio mode (LTX-2) makes the audio clean conditioning for the whole stage (ltx.model.audio).
 * object patch `diffusion_model.patchifier`: per-tile positions (ltx.model.positions).
+* object patch `diffusion_model.keyframes_abs_pos_mask` (LTX-2.5, ComfyUI 0.32+): each tile marks the tokens the
+  untiled call marks (ltx.model.keyframes).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from typing import Any
 
 import torch
 
-from ...tiling import LatentGeometry, TileCountConfig, TilingError
+from ...tiling import LatentGeometry, PositionRange, TileCountConfig, TilingError
+from ...tiling.position_range import largest_tile
 from ...tiling.ranks import ONE_RANK, BeforeTile, TileRanks
 from ..progress import TileProgress, check_interrupt
 from .audio import AUDIO_HELD, audio_mode as audio_mode_value, audio_not_ready, has_audio, held_denoise_mask, restore_audio
 from .call import TDPSettings, TiledModelCall
 from .job import ModelJob, model_ranks
+from .keyframes import MASK_ATTRIBUTE, has_marker_mask, marker_mask_patch
 from .positions import ShiftedGridPatchifier
 
 log = logging.getLogger(__name__)
@@ -48,18 +52,44 @@ def geometry_of(diffusion_model: Any) -> LatentGeometry:
                                      bool(getattr(diffusion_model, "causal_temporal_positioning", False)))
 
 
+def position_range(model_patcher: Any) -> PositionRange | None:
+    """The trained position range of a loaded LTX MODEL: its transformer's `positional_embedding_max_pos` (which
+    ComfyUI takes from the checkpoint's metadata config when it has one); None for a MODEL that is not LTX."""
+    dm = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
+    max_pos = getattr(dm, "positional_embedding_max_pos", None)
+    if max_pos is None or len(max_pos) != 3:
+        return None
+    return PositionRange.of_max_pos(max_pos)
+
+
 class TDPModelWrapper:
     """The APPLY_MODEL wrapper. Holds only settings and the ranks that share the tiles."""
 
-    def __init__(self, settings: TDPSettings, geometry: LatentGeometry, ranks: TileRanks = ONE_RANK):
+    def __init__(self, settings: TDPSettings, geometry: LatentGeometry, ranks: TileRanks = ONE_RANK,
+                 positions: PositionRange | None = None):
         self.settings = settings
         self.geometry = geometry
         self.ranks = ranks
+        self.positions = positions
+        self._checked: set[tuple[int, ...]] = set()
+
+    def check_range(self, call: TiledModelCall, frame_rate: Any) -> None:
+        """Warn once per latent shape when its largest tile leaves the model's trained position range."""
+        if self.positions is None or call.plan.shape in self._checked:
+            return
+        self._checked.add(call.plan.shape)
+        big = largest_tile(call.plan.axis_intervals)
+        rate = float(frame_rate) if isinstance(frame_rate, (int, float)) else None
+        excess = self.positions.excess(big, rate, self.geometry)
+        if excess:
+            log.warning("LTX TDP: tiles of %s latent cells are outside the model's trained position range (%s); "
+                        "use more tiles", " x ".join(map(str, big)), ", ".join(excess))
 
     def __call__(self, executor, x, t, c_concat, c_crossattn, control, transformer_options, **kwargs):
         if c_concat is not None:
             raise TilingError("TDP cannot tile concat conditioning (c_concat); LTX models do not use it")
         call = TiledModelCall(self.settings, self.geometry, x, kwargs)
+        self.check_range(call, kwargs.get("frame_rate"))
 
         def run_tile(x_tile: torch.Tensor, kw: dict[str, Any]) -> torch.Tensor:
             return executor(x_tile, t, c_concat, c_crossattn, control, transformer_options, **kw)
@@ -155,10 +185,12 @@ def apply_tdp(model_patcher: Any, tiling: TileCountConfig, *, group: Any = None,
     for kind in (ext.WrappersMP.APPLY_MODEL, ext.WrappersMP.OUTER_SAMPLE):
         m.remove_wrappers_with_key(kind, WRAPPER_KEY)
     m.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, WRAPPER_KEY,
-                           TDPModelWrapper(settings, geometry_of(diffusion_model), ranks))
+                           TDPModelWrapper(settings, geometry_of(diffusion_model), ranks, position_range(m)))
     m.add_wrapper_with_key(ext.WrappersMP.OUTER_SAMPLE, WRAPPER_KEY, outer_sample_wrapper(settings))
     inner = diffusion_model.patchifier
     if isinstance(inner, ShiftedGridPatchifier):
         inner = inner._inner
     m.add_object_patch("diffusion_model.patchifier", ShiftedGridPatchifier(inner))
+    if has_marker_mask(diffusion_model):
+        m.add_object_patch("diffusion_model." + MASK_ATTRIBUTE, marker_mask_patch(diffusion_model, m.object_patches))
     return m

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.server
 PACK_NODES = {
     "LTXTDPTileConfig": {"frames_tiles", "frames_overlap", "height_tiles", "height_overlap", "width_tiles",
                          "width_overlap"},
-    "LTXTDPBalancedTileConfig": {"gpus", "overlap", "latent"},
+    "LTXTDPBalancedTileConfig": {"gpus", "overlap", "latent", "model"},
     "LTXTDPModelPatcher": {"model", "tiling", "normalize_positions", "audio_mode", "tdp_group"},
 }
 

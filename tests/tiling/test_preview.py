@@ -90,3 +90,14 @@ def test_heat_colours_distinguish_above_below_and_exact():
     assert torch.equal(c[0], torch.tensor(EXACT_COLOUR)) and torch.equal(c[1], torch.tensor(EXACT_COLOUR))
     assert c[2, 0] > c[2, 2], "above one is warm"
     assert c[3, 2] > c[3, 0], "below one is cool"
+
+
+def test_position_range_names_each_axis_a_tile_leaves():
+    from ltx_tdp.tiling import PositionRange
+
+    positions = PositionRange.of_max_pos([20, 2048, 2048])
+    assert positions.excess((16, 64, 64), frame_rate=25) == []
+    assert positions.excess((16, 65, 64), frame_rate=25) == ["height 2080 px > 2048 px"]
+    # 64 latent frames = 505 pixel frames = 20.2 s at 25 fps; time is checked only with a frame rate.
+    assert positions.excess((64, 1, 1), frame_rate=25) == ["length 20.2 s > 20 s"]
+    assert positions.excess((64, 1, 1)) == []

@@ -15,7 +15,7 @@ import torch
 
 from ltx_tdp_devkit import comfy_runtime
 from ltx_tdp_devkit.pack import import_pack
-from ltx_tdp_devkit.paths import PACK_ROOT, TEST_NODE_PACK, comfyui_dir
+from ltx_tdp_devkit.paths import LTX25_SKIP, PACK_ROOT, TEST_NODE_PACK, comfyui_dir, comfyui_has_ltx25
 from ltx_tdp_devkit.server import ComfyServer, prepare_base_dir
 
 import_pack()
@@ -25,6 +25,10 @@ REQUIRE_LTX2 = os.environ.get("LTX_TDP_REQUIRE_LTX2") == "1"
 
 
 def _is_ltx2_skip(item: pytest.Item, reason: str) -> bool:
+    """An LTX test that skipped where it must run. An LTX-2.5 test (reason LTX25_SKIP) may skip on a ComfyUI
+    without LTX-2.5 (0.24.0), never on one with it (0.33.0)."""
+    if LTX25_SKIP in reason and not comfyui_has_ltx25():
+        return False
     return item.get_closest_marker("ltx2") is not None or "LTX-2" in reason
 
 

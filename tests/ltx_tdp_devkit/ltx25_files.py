@@ -1,0 +1,93 @@
+"""Tiny stand-ins for the files ComfyUI's LTX-2.5 templates load (ComfyUI >= 0.32), built with ComfyUI's own
+classes and saved the way the real files are, so the templates' stock loaders read them unchanged:
+
+* `UNETLoader`: an LTX-2.5 transformer (the tiny LTX-2 one with LTX-2.5's switches), every Linear of its
+  transformer blocks quantized int8-convrot in ComfyUI's stored format, as the templates'
+  `ltx-2.5-22b-distilled-transformer-comfy-int8-convrot` is (ltx_tdp_devkit.tiny_quant);
+* `VAELoader` (video): LTX-2.5's diffusion video VAE (ltx_tdp_devkit.diffusion_vae);
+* `VAELoader` (audio): the LTX-2 audio VAE + vocoder, which ComfyUI 0.32+'s VAELoader detects by its keys;
+* `LoadImage`: a small picture for the image-to-video template.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .tiny_models import LTXAV_CONFIG, save_with_config, seeded_state_dict
+
+LTX25_SWITCHES = {
+    "cross_attention_adaln": True,
+    "apply_gated_attention": True,
+    "caption_proj_before_connector": True,
+    "use_keyframes_abs_pos_embedding": True,
+}
+"""LTXAVModel's switches for an LTX-2.5 transformer on top of LTX-2's configuration (ComfyUI 0.33): AdaLN on the
+cross-attention, gated attention, the caption projection before the text connectors, and the learned
+keyframe marker (ComfyUI turns it on when a file has the key `keyframes_abs_pos_embedding`)."""
+
+TINY_LTX25_CONFIG = {**LTXAV_CONFIG, **LTX25_SWITCHES}
+CONVROT_GROUP = 16
+"""int8-convrot's rotation group for the tiny widths (the real files use 256, ComfyUI's default)."""
+
+FILES = {
+    "ltx25": "diffusion_models/tdp_tiny_ltx25_int8_convrot.safetensors",
+    "ltx25_vae": "vae/tdp_tiny_ltx25_video_vae.safetensors",
+    "ltx25_audio_vae": "vae/tdp_tiny_ltx25_audio_vae.safetensors",
+}
+IMAGE = "tdp_tiny_ltx25_image.png"
+"""The input picture (ComfyUI's input folder), 192 x 128."""
+
+
+def quantized_layers(module: torch.nn.Module) -> tuple[str, ...]:
+    """Names of the Linear layers a quantized LTX checkpoint stores quantized: those of the transformer blocks
+    (embeddings, AdaLN tables, text connectors and the output projection stay unquantized). Works on a model
+    built for saving (torch Linear layers) and on one ComfyUI loaded (its quantized ops' `Linear`)."""
+    return tuple(name for name, m in module.named_modules() if name.startswith("transformer_blocks.")
+                 and (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Linear"))
+
+
+def quantize(sd: dict[str, torch.Tensor], layers: tuple[str, ...], fmt: str, convrot_group: int) -> dict[str, torch.Tensor]:
+    """`sd` with each of `layers` replaced by its stored quantized entries (weight codes, scale, comfy_quant)."""
+    from .tiny_quant import quantized_entries
+
+    out = dict(sd)
+    for layer in layers:
+        out.update(quantized_entries(layer, out.pop(f"{layer}.weight"), fmt, convrot_group))
+    return out
+
+
+def build_ltx25_transformer(path: Path, fmt: str = "int8_convrot", seed: int = 0) -> Path:
+    """Save the tiny LTX-2.5 transformer quantized in `fmt`, config in the metadata, as UNETLoader reads it."""
+    import comfy.ops
+    from comfy.ldm.lightricks.av_model import LTXAVModel
+
+    model = LTXAVModel(**TINY_LTX25_CONFIG, operations=comfy.ops.disable_weight_init)
+    sd = quantize(seeded_state_dict(model, seed), quantized_layers(model), fmt, CONVROT_GROUP)
+    return save_with_config({k: v.contiguous() for k, v in sd.items()}, path, {"transformer": TINY_LTX25_CONFIG})
+
+
+def write_image(path: Path, width: int = 192, height: int = 128, seed: int = 0) -> Path:
+    """A smooth seeded RGB picture as a PNG (LoadImage reads it)."""
+    from PIL import Image
+
+    gen = torch.Generator().manual_seed(seed)
+    coarse = torch.rand(1, 3, 4, 6, generator=gen)
+    rgb = torch.nn.functional.interpolate(coarse, size=(height, width), mode="bilinear", align_corners=False)[0]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray((rgb.permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()).save(path)
+    return path
+
+
+def build_ltx25_files(comfy_base: Path) -> dict[str, str]:
+    """Every tiny file the LTX-2.5 templates load, in `comfy_base`'s model and input folders; names by role."""
+    from . import diffusion_vae
+    from .tiny_workflow_models import build_ltx2_audio_vae
+
+    models = comfy_base / "models"
+    names = {"ltx25": build_ltx25_transformer(models / FILES["ltx25"]).name,
+             "ltx25_vae": diffusion_vae.build_file(models / FILES["ltx25_vae"]).name,
+             "ltx25_audio_vae": build_ltx2_audio_vae(models / FILES["ltx25_audio_vae"]).name,
+             "image": write_image(comfy_base / "input" / IMAGE).name}
+    return names

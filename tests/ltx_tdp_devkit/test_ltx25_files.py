@@ -1,0 +1,43 @@
+"""The tiny files of the LTX-2.5 templates load through the templates' own loaders as what they stand for."""
+
+from __future__ import annotations
+
+import pytest
+
+from ltx_tdp_devkit.paths import LTX25_SKIP, comfyui_has_ltx25
+
+pytestmark = pytest.mark.ltx2
+
+
+@pytest.fixture(scope="module")
+def ltx25_names(comfy, comfy_dir, comfy_base):
+    if not comfyui_has_ltx25(comfy_dir):
+        pytest.skip(f"{LTX25_SKIP}: the ComfyUI in {comfy_dir} has no LTX-2.5 transformer")
+    from ltx_tdp_devkit.ltx25_files import build_ltx25_files
+
+    names = build_ltx25_files(comfy_base)
+    import folder_paths
+
+    folder_paths.filename_list_cache.clear()  # the folders were listed before these files existed
+    return names
+
+
+def test_unet_loader_loads_the_tiny_ltx25_transformer_with_int8_convrot_layers_and_the_keyframe_marker(comfy, ltx25_names):
+    from ltx_tdp_devkit.ltx25_files import CONVROT_GROUP, quantized_layers
+
+    (model,) = comfy.run_node("UNETLoader", unet_name=ltx25_names["ltx25"], weight_dtype="default")
+    dm = model.model.diffusion_model
+    assert type(dm).__name__ == "LTXAVModel" and dm.keyframes_abs_pos_embedding is not None, type(dm)
+    assert dm.cross_attention_adaln and dm.caption_proj_before_connector, "the LTX-2.5 switches did not load"
+    layers = quantized_layers(dm)
+    modules = dict(dm.named_modules())
+    found = {(getattr(modules[n], "quant_format", None), getattr(modules[n].weight.params, "convrot", None),
+              getattr(modules[n].weight.params, "convrot_groupsize", None)) for n in layers}
+    assert layers and found == {("int8_tensorwise", True, CONVROT_GROUP)}, f"{len(layers)} layers load as {found}"
+
+
+def test_vae_loader_loads_the_video_vae_as_ltx25s_diffusion_vae_and_the_audio_vae_as_ltx_audio(comfy, ltx25_names):
+    (video,) = comfy.run_node("VAELoader", vae_name=ltx25_names["ltx25_vae"])
+    (audio,) = comfy.run_node("VAELoader", vae_name=ltx25_names["ltx25_audio_vae"])
+    assert type(video.first_stage_model).__name__ == "CausalDiffusionVAE", type(video.first_stage_model)
+    assert type(audio.first_stage_model).__name__ == "AudioVAE", type(audio.first_stage_model)

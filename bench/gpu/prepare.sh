@@ -2,7 +2,10 @@
 # Gathers, on a machine with network, what bench/gpu/run.sh needs on a GPU machine without one, into
 # bench/gpu/carry/ (git-ignored; about 25 MiB with ComfyUI 0.33.0, inside the device tool's 64 MiB):
 #
-#   bash bench/gpu/prepare.sh [COMFYUI_TREE]     # default: $COMFYUI_SRC, else $COMFYUI_DIR; use 0.33.0 (LTX-2.5)
+#   bash bench/gpu/prepare.sh [COMFYUI_TREE]
+#
+# COMFYUI_TREE defaults to $COMFYUI_SRC, else $COMFYUI_DIR, else CI's read-only ComfyUI 0.33.0 beside the
+# checkout (../shared/comfyui-0.33.0, or $LTX_TDP_CI_SHARED/comfyui-0.33.0). The LTX-2.5 steps need 0.32+.
 #
 #   carry/comfyui  the ComfyUI tree (0.33.0 for the LTX-2.5 steps; 0.24.0 runs the others) minus its tests,
 #                  blueprints, API nodes and models
@@ -16,8 +19,11 @@
 #                    it imports and an int8-convrot linear runs on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")"
-src="${1:-${COMFYUI_SRC:-${COMFYUI_DIR:-}}}"
-[ -n "$src" ] && [ -d "$src/comfy" ] || { echo "usage: bash bench/gpu/prepare.sh /path/to/ComfyUI" >&2; exit 2; }
+src="${1:-${COMFYUI_SRC:-${COMFYUI_DIR:-${LTX_TDP_CI_SHARED:-../../../shared}/comfyui-0.33.0}}}"
+[ -n "$src" ] && [ -d "$src/comfy" ] || { echo "usage: bash bench/gpu/prepare.sh /path/to/ComfyUI (none at $src)" >&2; exit 2; }
+if ! grep -q use_keyframes_abs_pos_embedding "$src/comfy/ldm/lightricks/model.py" 2>/dev/null; then
+  echo "prepare.sh: $src has no LTX-2.5 (ComfyUI < 0.32): the GPU check will skip its LTX-2.5 steps" >&2
+fi
 rm -rf carry/comfyui carry/wheels
 mkdir -p carry/comfyui carry/wheels
 (cd "$src" && tar cf - --exclude=./.git --exclude=./tests --exclude=./tests-unit --exclude=./blueprints \

@@ -4,7 +4,8 @@ bf16 copy: the GPU check's LTX-2.5 transformer (fp8 e4m3fn, int8-convrot).
 The model is built on the meta device (no memory) to learn its tensors. Each tensor is then made on the
 device with seeded random values, one at a time; every Linear weight of the transformer blocks is
 quantized at once into ComfyUI's stored entries (`X.weight` codes, `X.weight_scale`, `X.comfy_quant`: the
-test kit's `ltx_tdp_devkit.tiny_quant`, the one quantizer of the suite) and its bf16 values dropped. The
+test kit's `ltx_tdp_devkit.tiny_quant`, the one quantizer of the suite, which picks the layers the same
+way) and its bf16 values dropped. The
 state dict and the config metadata go to ComfyUI's own `comfy.sd.load_diffusion_model_state_dict` (what
 UNETLoader calls), which detects the model and loads the quantized layers as `QuantizedTensor` weights.
 """
@@ -43,15 +44,15 @@ def quantized_state_dict(model_class: type, config: dict, fmt: str, convrot_grou
     ComfyUI's loader reads it.
     """
     import comfy.ops
-    from ltx_tdp_devkit.ltx25_files import quantized_layers
-    from ltx_tdp_devkit.tiny_quant import quantized_entries
+    from ltx_tdp_devkit.tiny_quant import QUANTIZED_PREFIX, quantized_entries
 
     dev = dev or device()
     with torch.device("meta"):
         meta = model_class(**config, operations=comfy.ops.disable_weight_init, device=torch.device("meta"))
     shapes = {k: v.shape for k, v in meta.state_dict().items()}
-    layers = set(quantized_layers(meta))
     del meta
+    layers = {k[: -len(".weight")] for k, s in shapes.items()
+              if k.startswith(QUANTIZED_PREFIX) and k.endswith(".weight") and len(s) == 2}
     gen = torch.Generator(device=dev).manual_seed(seed)
     sd: dict[str, torch.Tensor] = {}
     for name, shape in shapes.items():

@@ -2,8 +2,8 @@
 classes and saved the way the real files are, so the templates' stock loaders read them unchanged:
 
 * `UNETLoader`: an LTX-2.5 transformer (the tiny LTX-2 one with LTX-2.5's switches), every Linear of its
-  transformer blocks quantized int8-convrot in ComfyUI's stored format, as the templates'
-  `ltx-2.5-22b-distilled-transformer-comfy-int8-convrot` is (ltx_tdp_devkit.tiny_quant);
+  transformer blocks quantized int8-convrot in ComfyUI's stored format (rotation groups of 16), as the
+  templates' `ltx-2.5-22b-distilled-transformer-comfy-int8-convrot` is (ltx_tdp_devkit.tiny_quant);
 * `VAELoader` (video): LTX-2.5's diffusion video VAE (ltx_tdp_devkit.diffusion_vae);
 * `VAELoader` (audio): the LTX-2 audio VAE + vocoder, which ComfyUI 0.32+'s VAELoader detects by its keys;
 * `LoadImage`: a small picture for the image-to-video template.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .tiny_models import LTXAV_CONFIG, save_with_config, seeded_state_dict
+from .tiny_models import LTXAV_CONFIG
 
 LTX25_SWITCHES = {
     "cross_attention_adaln": True,
@@ -28,8 +28,6 @@ cross-attention, gated attention, the caption projection before the text connect
 keyframe marker (ComfyUI turns it on when a file has the key `keyframes_abs_pos_embedding`)."""
 
 TINY_LTX25_CONFIG = {**LTXAV_CONFIG, **LTX25_SWITCHES}
-CONVROT_GROUP = 16
-"""int8-convrot's rotation group for the tiny widths (the real files use 256, ComfyUI's default)."""
 
 FILES = {
     "ltx25": "diffusion_models/tdp_tiny_ltx25_int8_convrot.safetensors",
@@ -40,32 +38,11 @@ IMAGE = "tdp_tiny_ltx25_image.png"
 """The input picture (ComfyUI's input folder), 192 x 128."""
 
 
-def quantized_layers(module: torch.nn.Module) -> tuple[str, ...]:
-    """Names of the Linear layers a quantized LTX checkpoint stores quantized: those of the transformer blocks
-    (embeddings, AdaLN tables, text connectors and the output projection stay unquantized). Works on a model
-    built for saving (torch Linear layers) and on one ComfyUI loaded (its quantized ops' `Linear`)."""
-    return tuple(name for name, m in module.named_modules() if name.startswith("transformer_blocks.")
-                 and (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Linear"))
-
-
-def quantize(sd: dict[str, torch.Tensor], layers: tuple[str, ...], fmt: str, convrot_group: int) -> dict[str, torch.Tensor]:
-    """`sd` with each of `layers` replaced by its stored quantized entries (weight codes, scale, comfy_quant)."""
-    from .tiny_quant import quantized_entries
-
-    out = dict(sd)
-    for layer in layers:
-        out.update(quantized_entries(layer, out.pop(f"{layer}.weight"), fmt, convrot_group))
-    return out
-
-
 def build_ltx25_transformer(path: Path, fmt: str = "int8_convrot", seed: int = 0) -> Path:
     """Save the tiny LTX-2.5 transformer quantized in `fmt`, config in the metadata, as UNETLoader reads it."""
-    import comfy.ops
-    from comfy.ldm.lightricks.av_model import LTXAVModel
+    from .tiny_quant import build_quantized_ltxav
 
-    model = LTXAVModel(**TINY_LTX25_CONFIG, operations=comfy.ops.disable_weight_init)
-    sd = quantize(seeded_state_dict(model, seed), quantized_layers(model), fmt, CONVROT_GROUP)
-    return save_with_config({k: v.contiguous() for k, v in sd.items()}, path, {"transformer": TINY_LTX25_CONFIG})
+    return build_quantized_ltxav(path, fmt, seed, **LTX25_SWITCHES)
 
 
 def write_image(path: Path, width: int = 192, height: int = 128, seed: int = 0) -> Path:

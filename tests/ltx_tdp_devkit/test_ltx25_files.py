@@ -23,17 +23,19 @@ def ltx25_names(comfy, comfy_dir, comfy_base):
 
 
 def test_unet_loader_loads_the_tiny_ltx25_transformer_with_int8_convrot_layers_and_the_keyframe_marker(comfy, ltx25_names):
-    from ltx_tdp_devkit.ltx25_files import CONVROT_GROUP, quantized_layers
+    from ltx_tdp_devkit.tiny_quant import CONVROT_GROUP, QUANTIZED_PREFIX, quantized_layers
 
     (model,) = comfy.run_node("UNETLoader", unet_name=ltx25_names["ltx25"], weight_dtype="default")
     dm = model.model.diffusion_model
     assert type(dm).__name__ == "LTXAVModel" and dm.keyframes_abs_pos_embedding is not None, type(dm)
     assert dm.cross_attention_adaln and dm.caption_proj_before_connector, "the LTX-2.5 switches did not load"
     layers = quantized_layers(dm)
+    linears = {n for n, m in dm.named_modules() if n.startswith(QUANTIZED_PREFIX) and type(m).__name__ == "Linear"}
+    assert layers and set(layers) == linears, f"quantized: {len(layers)} layers of {len(linears)} block Linears"
     modules = dict(dm.named_modules())
-    found = {(getattr(modules[n], "quant_format", None), getattr(modules[n].weight.params, "convrot", None),
-              getattr(modules[n].weight.params, "convrot_groupsize", None)) for n in layers}
-    assert layers and found == {("int8_tensorwise", True, CONVROT_GROUP)}, f"{len(layers)} layers load as {found}"
+    found = {(layout, modules[n].quant_format, modules[n].weight.params.convrot, modules[n].weight.params.convrot_groupsize)
+             for n, layout in layers.items()}
+    assert found == {("TensorWiseINT8Layout", "int8_tensorwise", True, CONVROT_GROUP)}, found
 
 
 def test_vae_loader_loads_the_video_vae_as_ltx25s_diffusion_vae_and_the_audio_vae_as_ltx_audio(comfy, ltx25_names):

@@ -1,51 +1,100 @@
-"""Quantized Linear weights in ComfyUI's stored format, made by ComfyUI's own quantizers (comfy.quant_ops and
-comfy-kitchen's layouts), so ComfyUI's loaders read them back exactly as they read a quantized checkpoint.
+"""Tiny quantized LTX transformers, stored the way ComfyUI stores quantized checkpoints.
 
-ComfyUI 0.24+ stores a quantized Linear `X` as `X.weight` (the codes), its scale(s) (`X.weight_scale`, for
-nvfp4 also `X.weight_scale_2`) and `X.comfy_quant`: the bytes of a JSON object naming the format (and, for
-int8-convrot, the rotation), which the loader reads on the CPU. It computes with a `QuantizedTensor` weight.
+ComfyUI (0.24+) stores a quantized Linear `X` as `X.weight` (the codes: fp8, int8, packed fp4),
+`X.weight_scale` (and for nvfp4 `X.weight_scale_2`) and `X.comfy_quant`: the JSON bytes of
+`{"format": <a key of comfy.quant_ops.QUANT_ALGOS>, ...}`. int8-convrot (LTX-2.5's templates) is format
+`int8_tensorwise` with `"convrot": true` and `"convrot_groupsize": G`: the weight is rotated by a
+block-diagonal Hadamard matrix of size G (a power of 4) and quantized per output row. The codes and scales
+are made by comfy-kitchen's own quantizers (`QuantizedTensor.from_float`); UNETLoader detects the format
+from `comfy_quant` and computes with a `QuantizedTensor` parameter.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import torch
 
 FORMATS = {
-    "float8_e4m3fn": ("float8_e4m3fn", {}),
-    "int8_convrot": ("int8_tensorwise", {"per_channel": True, "convrot": True}),
-    "nvfp4": ("nvfp4", {}),
-    "mxfp8": ("mxfp8", {}),
+    "float8_e4m3fn": ("TensorCoreFP8E4M3Layout", {"scale": "recalculate"}),
+    "int8_convrot": ("TensorWiseINT8Layout", {"is_weight": True, "per_channel": True, "convrot": True}),
+    "mxfp8": ("TensorCoreMXFP8Layout", {}),
+    "nvfp4": ("TensorCoreNVFP4Layout", {"scale": "recalculate"}),
 }
-"""Our name -> (ComfyUI's format name in `comfy_quant`, the layout's quantize options). int8-convrot is ComfyUI's
-int8_tensorwise with per-output-channel scales and a group-wise Hadamard rotation of the input features."""
+"""Test names of the formats -> (comfy-kitchen layout, quantizer arguments)."""
+
+CONVROT_GROUP = 16
+"""Hadamard group of the tiny int8-convrot layers (a power of 4 dividing the tiny widths)."""
+
+QUANTIZED_PREFIX = "transformer_blocks."
+"""The Linear layers quantized, as in the published LTX checkpoints: those of the transformer blocks."""
 
 
-def quantized_entries(layer_name: str, weight: torch.Tensor, fmt: str, convrot_group: int = 256) -> dict[str, torch.Tensor]:
-    """The stored entries of Linear `layer_name` whose `weight` (out x in) is quantized in `fmt` (a FORMATS key;
-    `convrot_group` input features per rotation for int8_convrot: it must divide in_features).
+def available_formats() -> tuple[str, ...]:
+    """The formats of FORMATS this ComfyUI loads (its comfy.quant_ops knows the format and the layout)."""
+    import comfy.quant_ops as q
 
-    Loading them gives the QuantizedTensor ComfyUI makes from `weight`; the codes and scales stay on `weight`'s
-    device, `comfy_quant` is a CPU uint8 tensor. Raises ValueError for a format this ComfyUI cannot store.
-    """
-    import comfy.quant_ops as quant
+    known = getattr(q, "QUANT_ALGOS", {})
+    out = []
+    for name, (layout, _) in FORMATS.items():
+        stored = "int8_tensorwise" if name == "int8_convrot" else name
+        if stored in known and q.get_layout_class(layout) is not None:
+            out.append(name)
+    return tuple(out)
 
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown quantized format {fmt!r}; the formats are {', '.join(FORMATS)}")
-    algo, options = FORMATS[fmt]
-    algos = getattr(quant, "QUANT_ALGOS", {})
-    if algo not in algos:
-        raise ValueError(f"this ComfyUI cannot load {fmt} weights (comfy.quant_ops has no {algo!r} format)")
-    conf: dict = {"format": algo}
+
+def comfy_quant(fmt: str, convrot_group: int = CONVROT_GROUP) -> dict:
+    """The `comfy_quant` JSON of a layer in format `fmt` (a key of FORMATS)."""
     if fmt == "int8_convrot":
-        if weight.shape[-1] % convrot_group:
-            raise ValueError(f"{layer_name}: {weight.shape[-1]} input features do not split into rotation groups "
-                             f"of {convrot_group}")
-        options = {**options, "convrot_groupsize": convrot_group}
-        conf.update(convrot=True, convrot_groupsize=convrot_group)
-    qt = quant.QuantizedTensor.from_float(weight, algos[algo]["comfy_tensor_layout"], **options)
-    out = {k: v.contiguous() for k, v in qt.state_dict(f"{layer_name}.weight").items()}
-    out[f"{layer_name}.comfy_quant"] = torch.tensor(list(json.dumps(conf).encode("utf-8")), dtype=torch.uint8,
-                                                    device="cpu")
+        return {"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": convrot_group}
+    return {"format": fmt}
+
+
+def quantized_entries(layer_name: str, weight: torch.Tensor, fmt: str,
+                      convrot_group: int = CONVROT_GROUP) -> dict[str, torch.Tensor]:
+    """The state-dict entries of Linear `layer_name` with `weight` quantized in format `fmt`, as ComfyUI
+    stores them (`.weight`, its scales, `.comfy_quant`); the bias is not included."""
+    from comfy.quant_ops import QuantizedTensor
+
+    layout, kwargs = FORMATS[fmt]
+    kwargs = dict(kwargs, convrot_groupsize=convrot_group) if fmt == "int8_convrot" else dict(kwargs)
+    qt = QuantizedTensor.from_float(weight.detach().to(torch.float32), layout, **kwargs)
+    entries = {k: v.contiguous() for k, v in qt.state_dict(f"{layer_name}.weight").items()}
+    data = json.dumps(comfy_quant(fmt, convrot_group)).encode("utf-8")
+    entries[f"{layer_name}.comfy_quant"] = torch.tensor(list(data), dtype=torch.uint8)
+    return entries
+
+
+def quantize_state_dict(sd: dict[str, torch.Tensor], fmt: str, prefix: str = QUANTIZED_PREFIX,
+                        convrot_group: int = CONVROT_GROUP) -> dict[str, torch.Tensor]:
+    """`sd` with every 2-D `.weight` under `prefix` replaced by its quantized entries in format `fmt`."""
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in sd.items():
+        if key.startswith(prefix) and key.endswith(".weight") and tensor.ndim == 2:
+            out.update(quantized_entries(key[: -len(".weight")], tensor, fmt, convrot_group))
+        else:
+            out[key] = tensor
     return out
+
+
+def build_quantized_ltxav(path: Path, fmt: str, seed: int = 0, **overrides) -> Path:
+    """Save a tiny LTX-2 transformer (ComfyUI's LTXAVModel, tiny_models.LTXAV_CONFIG + `overrides`) with the
+    Linear weights of its transformer blocks in format `fmt`; UNETLoader loads it as a quantized model."""
+    from comfy.ldm.lightricks.av_model import LTXAVModel
+    import comfy.ops
+
+    from .tiny_models import LTXAV_CONFIG, save_with_config, seeded_state_dict
+
+    config = {**LTXAV_CONFIG, **overrides}
+    model = LTXAVModel(**config, operations=comfy.ops.disable_weight_init)
+    sd = quantize_state_dict(seeded_state_dict(model, seed), fmt)
+    return save_with_config(sd, path, {"transformer": config})
+
+
+def quantized_layers(module: torch.nn.Module) -> dict[str, str]:
+    """name -> comfy-kitchen layout of every submodule whose weight is a QuantizedTensor."""
+    from comfy.quant_ops import QuantizedTensor
+
+    return {name: m.weight._layout_cls for name, m in module.named_modules()
+            if isinstance(getattr(m, "weight", None), QuantizedTensor)}

@@ -20,14 +20,17 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     weight = torch.randn(64, 512, generator=gen) / 512**0.5
     x = torch.randn(8, 512, generator=gen)
-    q = QuantizedTensor.from_float(weight, "TensorWiseINT8Layout", per_channel=True, convrot=True, convrot_groupsize=256)
+    q = QuantizedTensor.from_float(weight, "TensorWiseINT8Layout", per_channel=True, convrot=True,
+                                   convrot_groupsize=256)
     got = F.linear(x, q)
     want = F.linear(x, q.dequantize().to(x.dtype))
     err = ((got - want).abs().max() / want.abs().max()).item()
     rot = ((q.dequantize().float() - weight).abs().max() / weight.abs().max()).item()
     assert err < 2e-2 and rot < 2e-2, f"int8-convrot linear: {err:.3e} from its own weight, weight error {rot:.3e}"
-    print(f"[prepare] comfy-kitchen without compiled kernels ({ck.__file__}) imports (backends {sorted(ck.list_backends())}); an "
-          f"int8-convrot linear on the CPU is within {err:.1e} of its dequantized weight (weight error {rot:.1e})")
+    usable = sorted(k for k, v in ck.list_backends().items() if v["available"] and not v["disabled"])
+    print(f"[prepare] comfy-kitchen without compiled kernels ({ck.__file__}) imports (backends computing here: "
+          f"{', '.join(usable)}); an int8-convrot linear on the CPU is within {err:.1e} of its dequantized weight "
+          f"(weight error {rot:.1e})")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import torch
 
 from ltx_tdp_devkit import comfy_runtime
 from ltx_tdp_devkit.pack import import_pack
-from ltx_tdp_devkit.paths import LTX25_SKIP, PACK_ROOT, TEST_NODE_PACK, comfyui_dir, comfyui_has_ltx25
+from ltx_tdp_devkit.paths import PACK_ROOT, TEST_NODE_PACK, comfyui_dir
 from ltx_tdp_devkit.server import ComfyServer, prepare_base_dir
 
 import_pack()
@@ -25,11 +25,21 @@ REQUIRE_LTX2 = os.environ.get("LTX_TDP_REQUIRE_LTX2") == "1"
 
 
 def _is_ltx2_skip(item: pytest.Item, reason: str) -> bool:
-    """An LTX test that skipped where it must run. An LTX-2.5 test (reason LTX25_SKIP) may skip on a ComfyUI
-    without LTX-2.5 (0.24.0), never on one with it (0.33.0)."""
-    if LTX25_SKIP in reason and not comfyui_has_ltx25():
-        return False
+    """Whether a skip counts as a quiet LTX path under REQUIRE_LTX2. A test marked `ltx25` is an LTX-2.5 test: its
+    skip counts where the ComfyUI under test must have LTX-2.5 (>= 0.32), and is fine below (0.24, 0.3.75)."""
+    if item.get_closest_marker("ltx25") is not None:
+        from ltx_tdp_devkit.tiny_models import ltx25_expected
+
+        return comfyui_dir() is not None and ltx25_expected(_comfyui_version())
     return item.get_closest_marker("ltx2") is not None or "LTX-2" in reason
+
+
+def _comfyui_version() -> str:
+    try:
+        return comfy_runtime.comfyui_version()
+    except ImportError:  # ComfyUI not started in this process yet: read the tree's version file
+        text = (comfyui_dir() / "comfyui_version.py").read_text()
+        return text.split("__version__", 1)[1].split('"')[1]
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -47,6 +57,7 @@ MODEL_FILES = {
     "ltxv": "diffusion_models/tdp_tiny_ltxv.safetensors",
     "ltxav": "diffusion_models/tdp_tiny_ltxav.safetensors",
     "vae": "vae/tdp_tiny_ltx_vae.safetensors",
+    "ltx25": "diffusion_models/tdp_tiny_ltx25.safetensors",
 }
 
 
@@ -70,6 +81,8 @@ def comfy_base(tmp_path_factory: pytest.TempPathFactory, comfy_dir: Path) -> Pat
     tiny_models.build_vae(models_dir / MODEL_FILES["vae"])
     if tiny_models.has_ltxav():
         tiny_models.build_ltxav(models_dir / MODEL_FILES["ltxav"])
+    if tiny_models.has_ltx25():
+        tiny_models.build_ltx25(models_dir / MODEL_FILES["ltx25"])
     import folder_paths
 
     folder_paths.filename_list_cache.clear()  # the model folders were listed (empty) while ComfyUI started
@@ -110,6 +123,19 @@ def ltxav(comfy, model_names):
         pytest.skip(f"ComfyUI {comfy.comfyui_version()} has no LTX-2 (comfy.ldm.lightricks.av_model); "
                     "point COMFYUI_DIR at a current ComfyUI")
     (model,) = comfy.run_node("UNETLoader", unet_name=model_names["ltxav"], weight_dtype="default")
+    return model
+
+
+@pytest.fixture(scope="session")
+def ltx25(comfy, model_names):
+    """The tiny LTX-2.5 transformer (marker on) through UNETLoader; skips where ComfyUI has no LTX-2.5 (< 0.32).
+
+    Mark the tests that use it `ltx25`: on ComfyUI 0.32+ with LTX_TDP_REQUIRE_LTX2=1 their skip is a failure."""
+    from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON, has_ltx25
+
+    if not has_ltx25():
+        pytest.skip(f"{LTX25_SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
+    (model,) = comfy.run_node("UNETLoader", unet_name=model_names["ltx25"], weight_dtype="default")
     return model
 
 

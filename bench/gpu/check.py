@@ -76,10 +76,11 @@ def comfy_has_ltx2(comfy_dir: Path) -> bool:
 
 def skip_reason(step: Step, comfy_dir: Path, version: str) -> str | None:
     """Why `step` cannot run on this ComfyUI tree, or None. An LTX-2.5 step's reason starts with the test
-    suite's LTX25_SKIP (ltx_tdp_devkit.paths, on the PYTHONPATH that run.sh sets)."""
-    from ltx_tdp_devkit.paths import LTX25_SKIP, comfyui_has_ltx25
+    suite's LTX25_SKIP_REASON (ltx_tdp_devkit.tiny_models, on the PYTHONPATH that run.sh sets)."""
+    from ltx_tdp_devkit.paths import comfyui_has_ltx25
+    from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
     if step.needs_ltx25 and not comfyui_has_ltx25(comfy_dir):
-        return (f"{LTX25_SKIP}: ComfyUI {version} has no LTX-2.5 transformer (no keyframe marker, "
+        return (f"{LTX25_SKIP_REASON}: ComfyUI {version} has no LTX-2.5 transformer (no keyframe marker, "
                 "use_keyframes_abs_pos_embedding); carry ComfyUI 0.33.0 (bash bench/gpu/prepare.sh)")
     if step.needs_ltx2 and not comfy_has_ltx2(comfy_dir):
         return (f"ComfyUI {version} has no LTX-2 (comfy/ldm/lightricks/av_model.py); LTX-2 steps need a current "

@@ -220,9 +220,10 @@ def ltx25_section(env: dict, records: list[dict]) -> list[str]:
         build = next((r for r in recs if r["name"].startswith("build") and r["status"] == "ok"), None)
         if build is not None:
             cfg = build["detected_config"]
-            switches = ", ".join(k for k in ("cross_attention_adaln", "apply_gated_attention",
-                                             "caption_proj_before_connector", "use_keyframes_abs_pos_embedding")
-                                 if cfg.get(k))
+            switches = ", ".join(f"{k} {cfg[k]}" for k in ("causal_temporal_positioning", "apply_gated_attention",
+                                                            "cross_attention_adaln", "caption_proj_before_connector",
+                                                            "ff_bias", "audio_ff_bias", "use_keyframes_abs_pos_embedding")
+                                 if k in cfg)
             group = f", rotation groups of {build['convrot_group']}" if build.get("convrot_group") else ""
             lines.append(f"`{step}`: {build['format']}{group}: {_count(build['parameters'])} parameters, "
                          f"{build['layers']} layers, video {build['video_width']} / audio {build['audio_width']} wide "

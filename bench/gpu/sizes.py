@@ -15,13 +15,12 @@ Real sizes (facts, with where they come from):
 * TDP layouts: 2 x 2 tiles with overlap 5 latent cells (1 and 4 GPUs; 2 GPUs run two tiles each) and
   2 x 4 (8 GPUs), as the example workflows use.
 * LTX-2.5 transformer (ComfyUI >= 0.32): ComfyUI's `LTXAVModel` at its defaults (the LTX-2 sizes above)
-  with the switches ComfyUI 0.33 has for LTX-2.3 / 2.5 checkpoints (`ltx_tdp_devkit.ltx25_files.LTX25_SWITCHES`:
-  AdaLN on the cross-attention, gated attention, the caption projection before the text connectors, the
-  keyframe marker): 19.72 B parameters.
-  ComfyUI takes `use_keyframes_abs_pos_embedding` from the key `keyframes_abs_pos_embedding` and the
-  others from the checkpoint's `config` metadata; the published files (`ltx-2.5-22b-...`) and their
-  metadata cannot be read here, so their "22B" is not reproduced (8 text-connector layers with gated
-  attention would give 21.85 B: a guess, not used). Quantized as the templates' files are: every Linear
+  with the test kit's LTX-2.5 switches (`ltx_tdp_devkit.tiny_models.LTX25_SWITCHES`: causal temporal
+  positions, gated attention, AdaLN on the cross-attention, the caption projection before the text
+  connectors, bias-free feed-forwards) and the keyframe marker: 19.72 B parameters. ComfyUI takes the
+  marker from the key `keyframes_abs_pos_embedding` and the rest from the checkpoint's `config` metadata;
+  the published files (`ltx-2.5-22b-...`) and their metadata cannot be read here, so their "22B" is not
+  reproduced (8 text-connector layers with gated attention would give 21.85 B: a guess, not used). Quantized as the templates' files are: every Linear
   of the transformer blocks in fp8 e4m3fn or int8-convrot (rotation groups of 256, ComfyUI's default).
   Input: a stage-2 call on 4 x 16 x 24 latent cells (25 frames at 768 x 512 px: a correctness size, the
   4K figures are LTX-2's), 25 audio latents, 128 text tokens.
@@ -51,10 +50,12 @@ def decode_settings(node_inputs: dict) -> object:
 
 
 def ltx25_config() -> dict:
-    """LTX-2.5's published configuration as LTXAVModel overrides: its defaults + the test kit's LTX25_SWITCHES."""
-    from ltx_tdp_devkit.ltx25_files import LTX25_SWITCHES
+    """LTX-2.5's published configuration as LTXAVModel overrides: its defaults + the test kit's LTX-2.5 switches
+    (tiny_models.LTX25_SWITCHES) + the keyframe marker."""
+    from ltx_tdp_devkit.ltx25_files import MARKER
+    from ltx_tdp_devkit.tiny_models import LTX25_SWITCHES
 
-    return dict(LTX25_SWITCHES)
+    return {**LTX25_SWITCHES, **MARKER}
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def smoke_sizes() -> Sizes:
 
 
 def tiny_ltx25_config() -> dict:
-    """The tiny LTX-2 transformer of the suite with the LTX-2.5 switches (the smoke run's LTX-2.5 model)."""
-    from ltx_tdp_devkit.ltx25_files import TINY_LTX25_CONFIG
+    """The tiny LTX-2.5 transformer of the suite (the smoke run's LTX-2.5 model)."""
+    from ltx_tdp_devkit.ltx25_files import tiny_ltx25_config as tiny
 
-    return dict(TINY_LTX25_CONFIG)
+    return tiny()

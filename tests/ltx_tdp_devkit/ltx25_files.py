@@ -1,7 +1,7 @@
 """Tiny stand-ins for the files ComfyUI's LTX-2.5 templates load (ComfyUI >= 0.32), built with ComfyUI's own
 classes and saved the way the real files are, so the templates' stock loaders read them unchanged:
 
-* `UNETLoader`: an LTX-2.5 transformer (the tiny LTX-2 one with LTX-2.5's switches), every Linear of its
+* `UNETLoader`: an LTX-2.5 transformer (tiny_models.LTX25_CONFIG, keyframe marker on), every Linear of its
   transformer blocks quantized int8-convrot in ComfyUI's stored format (rotation groups of 16), as the
   templates' `ltx-2.5-22b-distilled-transformer-comfy-int8-convrot` is (ltx_tdp_devkit.tiny_quant);
 * `VAELoader` (video): LTX-2.5's diffusion video VAE (ltx_tdp_devkit.diffusion_vae);
@@ -15,19 +15,11 @@ from pathlib import Path
 
 import torch
 
-from .tiny_models import LTXAV_CONFIG
+from .tiny_models import LTX25_CONFIG, LTX25_SWITCHES
 
-LTX25_SWITCHES = {
-    "cross_attention_adaln": True,
-    "apply_gated_attention": True,
-    "caption_proj_before_connector": True,
-    "use_keyframes_abs_pos_embedding": True,
-}
-"""LTXAVModel's switches for an LTX-2.5 transformer on top of LTX-2's configuration (ComfyUI 0.33): AdaLN on the
-cross-attention, gated attention, the caption projection before the text connectors, and the learned
-keyframe marker (ComfyUI turns it on when a file has the key `keyframes_abs_pos_embedding`)."""
+MARKER = {"use_keyframes_abs_pos_embedding": True}
+"""LTX-2.5's keyframe marker on: ComfyUI turns it on for a file with the key `keyframes_abs_pos_embedding`."""
 
-TINY_LTX25_CONFIG = {**LTXAV_CONFIG, **LTX25_SWITCHES}
 
 FILES = {
     "ltx25": "diffusion_models/tdp_tiny_ltx25_int8_convrot.safetensors",
@@ -42,7 +34,12 @@ def build_ltx25_transformer(path: Path, fmt: str = "int8_convrot", seed: int = 0
     """Save the tiny LTX-2.5 transformer quantized in `fmt`, config in the metadata, as UNETLoader reads it."""
     from .tiny_quant import build_quantized_ltxav
 
-    return build_quantized_ltxav(path, fmt, seed, **LTX25_SWITCHES)
+    return build_quantized_ltxav(path, fmt, seed, **LTX25_SWITCHES, **MARKER)
+
+
+def tiny_ltx25_config() -> dict:
+    """The tiny LTX-2.5 transformer's LTXAVModel config, marker on (what build_ltx25_transformer saves)."""
+    return {**LTX25_CONFIG, **MARKER}
 
 
 def write_image(path: Path, width: int = 192, height: int = 128, seed: int = 0) -> Path:

@@ -20,14 +20,10 @@ def comfyui_dir() -> Path | None:
     return None
 
 
-LTX25_SKIP = "needs ComfyUI >= 0.32 (LTX-2.5)"
-"""How an LTX-2.5 test's skip reason starts on a ComfyUI without LTX-2.5 (0.24.0, 0.3.75); tests/conftest.py
-lets exactly those skip under LTX_TDP_REQUIRE_LTX2=1, and only where the ComfyUI lacks LTX-2.5."""
-
-
 def comfyui_has_ltx25(comfy_dir: Path | None = None) -> bool:
     """Whether the ComfyUI tree (default: the one under test) has LTX-2.5's transformer (its keyframe marker,
-    ComfyUI >= 0.32), read from the source without importing ComfyUI."""
+    ComfyUI >= 0.32), read from the source without importing ComfyUI (tiny_models.has_ltx25 asks the classes
+    of the ComfyUI imported in this process)."""
     comfy_dir = comfy_dir or comfyui_dir()
     model = comfy_dir / "comfy" / "ldm" / "lightricks" / "model.py" if comfy_dir else None
     return model is not None and model.is_file() and "use_keyframes_abs_pos_embedding" in model.read_text(errors="replace")

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ltx_tdp_devkit.paths import LTX25_SKIP, comfyui_has_ltx25
+from ltx_tdp_devkit.paths import comfyui_has_ltx25
+from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 
-pytestmark = pytest.mark.ltx2
+pytestmark = [pytest.mark.ltx2, pytest.mark.ltx25]
 
 
 @pytest.fixture(scope="module")
 def ltx25_names(comfy, comfy_dir, comfy_base):
     if not comfyui_has_ltx25(comfy_dir):
-        pytest.skip(f"{LTX25_SKIP}: the ComfyUI in {comfy_dir} has no LTX-2.5 transformer")
+        pytest.skip(f"{LTX25_SKIP_REASON}: the ComfyUI in {comfy_dir} has no LTX-2.5 transformer")
     from ltx_tdp_devkit.ltx25_files import build_ltx25_files
 
     names = build_ltx25_files(comfy_base)

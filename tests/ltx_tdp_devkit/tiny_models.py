@@ -116,6 +116,78 @@ def build_ltxav(path: Path, seed: int = 0, **overrides) -> Path:
     return save_with_config(seeded_state_dict(model, seed), path, {"transformer": config})
 
 
+LTX25_SWITCHES = {
+    "causal_temporal_positioning": True,
+    "apply_gated_attention": True,
+    "cross_attention_adaln": True,
+    "caption_proj_before_connector": True,
+    "ff_bias": False,
+    "audio_ff_bias": False,
+}
+"""The switches that make ComfyUI's LTXAVModel an LTX-2.5 transformer. ComfyUI reads them from the checkpoint's
+metadata config (comfy/model_detection.py: the LTX branch updates the detected config with `transformer`); the
+keyframe marker it detects from the key `keyframes_abs_pos_embedding` alone, so the marker is not in this dict."""
+
+LTX25_CONFIG = {**LTXAV_CONFIG, **LTX25_SWITCHES}
+"""A tiny LTX-2.5 transformer: LTX-2's tiny audio + video widths with the LTX-2.5 switches."""
+
+LTX25_MIN_VERSION = (0, 32)
+LTX25_SKIP_REASON = "needs ComfyUI >= 0.32 (LTX-2.5)"
+
+
+def has_ltx25() -> bool:
+    """Whether this ComfyUI has LTX-2.5's transformer: an LTXAVModel with the keyframe marker and bias-free
+    feed-forwards (ComfyUI 0.32+). Detected from the classes, never assumed from a version."""
+    import inspect
+
+    if not has_ltxav():
+        return False
+    from comfy.ldm.lightricks.av_model import LTXAVModel
+    from comfy.ldm.lightricks.model import LTXBaseModel
+
+    base = inspect.signature(LTXBaseModel.__init__).parameters
+    av = inspect.signature(LTXAVModel.__init__).parameters
+    return ("use_keyframes_abs_pos_embedding" in base and "ff_bias" in av and "audio_ff_bias" in av
+            and hasattr(LTXAVModel, "keyframes_abs_pos_mask"))
+
+
+def ltx25_expected(version: str) -> bool:
+    """Whether a ComfyUI of this version string must have LTX-2.5 (>= 0.32): there an LTX-2.5 test may not skip."""
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts) >= LTX25_MIN_VERSION
+
+
+def ltx25_module(seed: int = 0, marker: bool = True, **overrides):
+    """A tiny LTX-2.5 transformer (ComfyUI's own LTXAVModel with LTX25_CONFIG and `overrides`), its weights seeded
+    random numbers (the keyframe marker too, so that it changes what it marks). Only where `has_ltx25()`."""
+    from comfy.ldm.lightricks.av_model import LTXAVModel
+    import comfy.ops
+
+    config = {**LTX25_CONFIG, **overrides}
+    model = LTXAVModel(**config, use_keyframes_abs_pos_embedding=marker, operations=comfy.ops.disable_weight_init)
+    model.load_state_dict(seeded_state_dict(model, seed))
+    return model
+
+
+def ltx25_state_dict(seed: int = 0, marker: bool = True, **overrides) -> tuple[dict[str, torch.Tensor], dict]:
+    """(state dict, metadata) of a tiny LTX-2.5 transformer, as a split LTX-2.5 diffusion-model file holds them:
+    `comfy.sd.load_diffusion_model_state_dict(sd, metadata=metadata)` (UNETLoader's path) detects it as LTXAV with
+    the marker on and the LTX-2.5 switches from the metadata."""
+    model = ltx25_module(seed, marker, **overrides)
+    config = {**LTX25_CONFIG, **overrides}
+    sd = {k: v.contiguous() for k, v in model.state_dict().items()}
+    return sd, {"config": json.dumps({"transformer": config})}
+
+
+def build_ltx25(path: Path, seed: int = 0, marker: bool = True, **overrides) -> Path:
+    """Save a tiny LTX-2.5 transformer that UNETLoader loads as LTX-2.5 (see `ltx25_state_dict`)."""
+    sd, metadata = ltx25_state_dict(seed, marker, **overrides)
+    return save_with_config(sd, path, json.loads(metadata["config"]))
+
+
 def build_vae(path: Path, seed: int = 0) -> Path:
     """Save a tiny LTX video VAE (ComfyUI's VideoVAE) with its config in the metadata."""
     from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE

@@ -18,7 +18,8 @@ Each template runs three times: unpatched, patched with the tile config's defaul
 audio (stage 2's audio must equal stage 1's bit for bit), and patched with 1 x 1 tiles and `average` audio
 (its stage-2 video and audio must equal the unpatched run's bit for bit).
 
-On a ComfyUI without LTX-2.5 (0.24.0, 0.3.75) these skip with LTX25_SKIP.
+On a ComfyUI without LTX-2.5 (0.24.0, 0.3.75) these skip with tiny_models.LTX25_SKIP_REASON
+(marked `ltx25`: on 0.32+ such a skip fails under LTX_TDP_REQUIRE_LTX2=1).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ import pytest
 import torch
 
 from ltx_tdp_devkit.latent_outputs import add_latent_saves, saved_latents
-from ltx_tdp_devkit.paths import LTX25_SKIP, comfyui_has_ltx25
+from ltx_tdp_devkit.paths import comfyui_has_ltx25
 from ltx_tdp_devkit.templates import Stage2, add_tdp_to_stage2, api_id, load_template, ltx2_template_ids, stage2
+from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 from ltx_tdp_devkit.tiny_prompts import build_tiny_files, tiny_prompt
 
-pytestmark = [pytest.mark.server, pytest.mark.ltx2]
+pytestmark = [pytest.mark.server, pytest.mark.ltx2, pytest.mark.ltx25]
 
 TEMPLATES = ("video_ltx2_5_t2v", "video_ltx2_5_i2v")
 SWAP_DECODE = False
@@ -43,7 +45,7 @@ SWAP_DECODE = False
 
 def _require_ltx25(comfy_dir: Path, template_id: str | None = None) -> None:
     if not comfyui_has_ltx25(comfy_dir):
-        pytest.skip(f"{LTX25_SKIP}: the ComfyUI in {comfy_dir} has no LTX-2.5 transformer (keyframe marker), so its "
+        pytest.skip(f"{LTX25_SKIP_REASON}: the ComfyUI in {comfy_dir} has no LTX-2.5 transformer (keyframe marker), so its "
                     "LTX-2.5 templates cannot run")
     if template_id is not None:
         assert template_id in ltx2_template_ids(), f"the installed comfyui-workflow-templates has no {template_id}"

@@ -8,8 +8,8 @@ checks pass with their measured differences, and the real-size steps (LTX-2 19B 
 configuration on a GPU; the tiny LTX-2 transformer with LTX-2.5's switches here, quantized fp8 and
 int8-convrot with rotation groups of 16) pass their checks. Times are not checked: they are the GPU run's
 business. On a ComfyUI without LTX-2 (0.3.75) the LTX-2 transformer steps are skipped with a reason naming
-LTX-2, on one without LTX-2.5 (0.24.0, 0.3.75) the LTX-2.5 steps with LTX25_SKIP, and everything else
-still runs.
+LTX-2, on one without LTX-2.5 (0.24.0, 0.3.75) the LTX-2.5 steps with LTX25_SKIP_REASON, and everything
+else still runs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from ltx_tdp_devkit.paths import LTX25_SKIP, PACK_ROOT, comfyui_has_ltx25
+from ltx_tdp_devkit.paths import PACK_ROOT, comfyui_has_ltx25
+from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 
 CHECK = PACK_ROOT / "bench" / "gpu" / "check.py"
 RESULTS = PACK_ROOT / "bench" / "results" / "gpu.md"
@@ -69,7 +70,7 @@ def test_the_smoke_run_finishes_every_step_and_writes_its_report(smoke, comfy_di
     assert set(outcomes) == set(STEPS), f"steps run: {sorted(outcomes)}"
     for step, outcome in outcomes.items():
         if step in LTX25_STEPS and not comfyui_has_ltx25(comfy_dir):
-            assert outcome.startswith(f"skipped: {LTX25_SKIP}"), f"{step}: {outcome}"
+            assert outcome.startswith(f"skipped: {LTX25_SKIP_REASON}"), f"{step}: {outcome}"
         elif step in LTX2_STEPS and not _has_ltx2(comfy_dir):
             assert outcome.startswith("skipped") and "LTX-2" in outcome, f"{step}: {outcome}"
         else:
@@ -116,7 +117,7 @@ def test_ltx25_steps_pass_their_checks_in_both_formats_where_comfyui_has_ltx25(s
     if not comfyui_has_ltx25(comfy_dir):
         for step in LTX25_STEPS:
             (r,) = _records(smoke, step)
-            assert r["status"] == "skip" and r["reason"].startswith(LTX25_SKIP), f"{step}: {r}"
+            assert r["status"] == "skip" and r["reason"].startswith(LTX25_SKIP_REASON), f"{step}: {r}"
         return
     for step, (fmt, loaded) in LTX25_STEPS.items():
         by_name = {r["name"]: r for r in _records(smoke, step)}

@@ -23,7 +23,7 @@ from ...tiling.decode_plan import DecodePlan, DecodeSource, plan_decode
 from .diffusion import is_diffusion_vae, prepare_diffusion
 from .inputs import check_channels, vae_geometry, video_latent
 from .quality import decode_context
-from .settings import DecodeSettings, VaeDecodeError
+from .settings import DIFFUSION_TILE_CAP, DecodeSettings, VaeDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def prepare_decode(vae: Any, samples: Any, settings: DecodeSettings = DecodeSett
     geometry = vae_geometry(vae)
     check_channels(vae, latent)
     if is_diffusion_vae(vae):
-        plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(), (0, 0, 0), geometry)
+        plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(DIFFUSION_TILE_CAP), (0, 0, 0), geometry)
         return prepare_diffusion(vae, latent, plan, settings, context, noise)
     spatial, temporal = decode_context(vae, settings) if context is None else context
     plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(), (temporal, spatial, spatial), geometry)

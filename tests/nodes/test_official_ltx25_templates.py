@@ -3,9 +3,9 @@
 `video_ltx2_5_t2v` and `video_ltx2_5_i2v` are read at test time from the `comfyui-workflow-templates` package
 of the ComfyUI under test and edited in its real frontend (headless Chromium), as a user following
 docs/official-templates.md does: an LTX TDP Model Patcher (with a tile config) on the `model` of stage 2's
-`LTXVDualCFGGuider`. The guide also swaps stage 2's video decode for the pack's tiled decode; for LTX-2.5's
-diffusion video VAE that decode is not in the pack yet, so these runs keep the template's own decode
-(SWAP_DECODE). The frontend's `graphToPrompt` makes the API prompt, which runs over `POST /prompt`.
+`LTXVDualCFGGuider`, and the pack's tiled decode (LTX-2.5's diffusion video VAE) in place of stage 2's
+`VAEDecodeTiled` (SWAP_DECODE). The frontend's `graphToPrompt` makes the API prompt, which runs over
+`POST /prompt`.
 
 The tiny models are built with ComfyUI 0.33's own classes and loaded by the templates' own loaders
 (ltx_tdp_devkit.ltx25_files): the LTX-2.5 transformer quantized int8-convrot (`UNETLoader`), LTX-2.5's diffusion
@@ -39,8 +39,9 @@ from ltx_tdp_devkit.tiny_prompts import build_tiny_files, tiny_prompt
 pytestmark = [pytest.mark.server, pytest.mark.ltx2, pytest.mark.ltx25]
 
 TEMPLATES = ("video_ltx2_5_t2v", "video_ltx2_5_i2v")
-SWAP_DECODE = False
-"""The pack's tiled decode does not decode LTX-2.5's diffusion video VAE yet: keep the template's own decode."""
+SWAP_DECODE = True
+"""Swap stage 2's video decode for the pack's tiled decode, as the guide says (False keeps the template's own,
+for a pack whose tiled decode cannot decode LTX-2.5's diffusion video VAE)."""
 
 
 def _require_ltx25(comfy_dir: Path, template_id: str | None = None) -> None:
@@ -107,7 +108,12 @@ def test_ltx25_template_with_tdp_on_stage2_holds_the_audio_and_equals_the_templa
     assert held_api[_api(stage, stage.guider)]["inputs"]["model"] == [patcher, 0], "stage 2's guider is not patched"
     for guider in stage.stage1_guiders:
         assert held_api[_api(stage, guider)]["inputs"]["model"][0] != patcher, f"stage 1's guider {guider} is patched"
-    assert _api(stage, stage.video_decode) in held_api, "the template's own video decode was removed"
+    if SWAP_DECODE:
+        assert held_api[_api(stage, edit.decode)]["class_type"] == "LTXTDPTiledVAEDecode", held_api.get(edit.decode)
+        assert held_api[_api(stage, edit.decode)]["inputs"]["samples"] == [_api(stage, stage.separate), 0]
+        assert _api(stage, stage.video_decode) not in held_api, "the template's own video decode is still there"
+    else:
+        assert _api(stage, stage.video_decode) in held_api, "the template's own video decode was removed"
 
     for name, value in (("height_tiles", 1), ("width_tiles", 1)):
         frontend.set_widget(stage.path, edit.tiling, name, value)

@@ -88,7 +88,7 @@ def _run(rec: Records, sizes: Sizes, fmt: str) -> None:
              for layout in (Layout(1, 2, sizes.four.overlap), sizes.four)}
     dev = str(device())
     settings = resolve_settings(2, f"{dev},{dev}", "gloo", GROUP_TIMEOUT_S, "127.0.0.1", 0, local_device=dev)
-    group, seconds, _ = measure(lambda: get_group(settings))
+    group, started, _ = measure(lambda: get_group(settings))
     try:
         for layout, limit in ((None, 0.0), (Layout(1, 2, sizes.four.overlap), 0.0), (sizes.four, GROUP_LIMIT)):
             label = layout.label() if layout else "1x1"
@@ -97,7 +97,8 @@ def _run(rec: Records, sizes: Sizes, fmt: str) -> None:
             reference = want if layout is None else local[label]
             _check(rec, f"2-rank group == local, {label} ({fmt})", got, reference, limit,
                    f"{settings.backend}, devices {', '.join(settings.devices)}; {where}; "
-                   f"{'first call (weights sent to the worker) ' if layout is None else ''}{seconds:.1f} s",
+                   (f"group started in {started:.1f} s; first call (weights sent to the worker) " if layout is None
+                    else "") + f"{seconds:.1f} s",
                    seconds=seconds, peak_gib=peak, layout=label)
     finally:
         group.shutdown()

@@ -15,7 +15,9 @@ Everything runs in-process on a real ComfyUI (CPU, fp32):
 
 Peak memory is the process's peak RSS above its RSS before the call (VmHWM reset through
 /proc/self/clear_refs; glibc told to hand freed blocks of 64 KiB and more back at once), output included.
-Results: bench/results/vae_decode.md and bench/results/vae_decode.png. About 5 minutes on 2 CPU cores.
+Results: bench/results/vae_decode.md and bench/results/vae_decode.png. About 5 minutes on 2 CPU cores. On
+ComfyUI >= 0.32 it then runs bench/vae_decode_ltx25.py (LTX-2.5's diffusion decoder against VAEDecodeTiled
+at the LTX-2.5 templates' settings; bench/results/vae_decode_ltx25.md and .png).
 """
 
 from __future__ import annotations
@@ -328,6 +330,12 @@ def main() -> None:
         rows += tiny_rows(TiledVAEDecodeNode, base)
     plot(rows, RESULTS / "vae_decode.png")
     write_report(rows, profile_lines, overhead_lines, comfy_runtime.comfyui_version())
+    from ltx_tdp_devkit.diffusion_vae import has_diffusion_vae
+
+    if has_diffusion_vae():  # LTX-2.5's diffusion decoder (ComfyUI >= 0.32): its own report and plot
+        import vae_decode_ltx25
+
+        vae_decode_ltx25.run_all()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ QUALITY_TOOLTIP = ("How much context each tile decodes, and so how close it come
                    + " ".join(f"{p.name}: {p.description}." for p in QUALITY_PRESETS)
                    + " The dB are PSNR against the untiled decode, measured on LTX-2's decoder with random "
                    "weights at 640 px with one tile border (a trained decoder reaches less far in effect). Lower "
-                   "qualities are faster when there are several tiles.")
+                   "qualities are faster when there are several tiles. LTX-2.5's diffusion decoder: the preset sets "
+                   "only its last (diffusion) stage's context, which reaches 5 cells, so high and balanced are "
+                   "exact too and fast trades a little accuracy for time.")
 
 
 class TiledVAEDecodeNode(io.ComfyNode):
@@ -27,10 +29,12 @@ class TiledVAEDecodeNode(io.ComfyNode):
             description="Decodes an LTX-Video or LTX-2 video latent in tiles, straight into one output buffer "
             "in system memory. Each tile also decodes the latent cells around it that the decoder reaches and "
             "crops them away, so at the default 'exact' quality the frames equal an untiled decode (up to float "
-            "rounding). LTX-2 audio+video latents: the video part is decoded. With a TDP group, the tiles are "
-            "shared between its GPUs.",
+            "rounding). LTX-2.5's diffusion video decoder is recognised by itself and decoded exactly too (its "
+            "tiles slice the one noise field the untiled decode draws; tiles of at most 1024 px and 128 frames). "
+            "LTX-2 audio+video latents: the video part is decoded. With a TDP group, the tiles are shared between "
+            "its GPUs.",
             inputs=[
-                io.Vae.Input("vae", tooltip="The LTX video VAE (LTX-Video or LTX-2) that belongs to the model."),
+                io.Vae.Input("vae", tooltip="The LTX video VAE (LTX-Video, LTX-2 or LTX-2.5) that belongs to the model."),
                 io.Latent.Input("samples", tooltip="The video latent to decode (an LTX-2 audio+video latent "
                                 "decodes its video part)."),
                 io.Int.Input("spatial_tile", default=DEFAULTS.spatial_tile, min=64, max=8192, step=32,
@@ -55,7 +59,8 @@ class TiledVAEDecodeNode(io.ComfyNode):
                              tooltip="Used when quality is 'custom': extra latent cells (32 px, or 8 frames in "
                              "time) every tile decodes around itself and then crops away. The LTX-2 decoder "
                              "reaches 16 cells in space and 14 latent frames in time; at that context a tile "
-                             "equals the untiled decode."),
+                             "equals the untiled decode. LTX-2.5's diffusion decoder: the context of its last stage "
+                             "(exact from 5)."),
                 TDP_GROUP.Input("tdp_group", optional=True,
                                 tooltip="Optional: a multi-GPU group from the LTX TDP launcher. The tiles go "
                                 "round-robin to its GPUs (the VAE is sent to them the first time); each worker sends "

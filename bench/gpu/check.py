@@ -1,6 +1,7 @@
-"""The GPU check: the pack on one CUDA GPU, correctness with tiny models and LTX-2 at its real size, in under
-8 minutes, written to bench/results/gpu.md. `--smoke` runs every step at tiny sizes on the CPU (the test
-suite does, so the GPU script cannot break unseen) and writes its report elsewhere.
+"""The GPU check: the pack on one CUDA GPU, correctness with tiny models, LTX-2.5 quantized (fp8, int8-convrot)
+and LTX-2 at their real sizes, in under 8 minutes, written to bench/results/gpu.md. `--smoke` runs every
+step at tiny sizes on the CPU (the test suite does, so the GPU script cannot break unseen) and writes its
+report elsewhere.
 
     python bench/gpu/check.py --comfyui-dir /path/to/ComfyUI            # on a CUDA machine
     python bench/gpu/check.py --smoke --comfyui-dir /path/to/ComfyUI --out /tmp/gpu_smoke.md
@@ -42,6 +43,7 @@ class Step:
     gpu_limit_s: int
     """Time limit on the GPU (process start, imports and model construction included)."""
     needs_ltx2: bool = False
+    needs_ltx25: bool = False
 
 
 STEPS = (
@@ -49,6 +51,8 @@ STEPS = (
     Step("bf16_vs_fp32", "correctness", "two_by_two_bf16_matches_fp32_cpu", 45),
     Step("decode_one_tile", "correctness", "one_tile_decode_bit_identical", 45),
     Step("group_two_ranks", "correctness", "two_rank_group_matches_single_process", 90),
+    Step("ltx25_fp8", "ltx25", "ltx25_fp8", 150, needs_ltx2=True, needs_ltx25=True),
+    Step("ltx25_int8", "ltx25", "ltx25_int8", 150, needs_ltx2=True, needs_ltx25=True),
     Step("transformer_tiles", "real_size", "transformer_tiles", 150, needs_ltx2=True),
     Step("vae_tiled", "real_size", "vae_tiled", 120),
     Step("transformer_untiled", "real_size", "transformer_untiled", 150, needs_ltx2=True),
@@ -68,6 +72,20 @@ MIN_STEP_S = 20
 
 def comfy_has_ltx2(comfy_dir: Path) -> bool:
     return (comfy_dir / "comfy" / "ldm" / "lightricks" / "av_model.py").is_file()
+
+
+def skip_reason(step: Step, comfy_dir: Path, version: str) -> str | None:
+    """Why `step` cannot run on this ComfyUI tree, or None. An LTX-2.5 step's reason starts with the test
+    suite's LTX25_SKIP_REASON (ltx_tdp_devkit.tiny_models, on the PYTHONPATH that run.sh sets)."""
+    from ltx_tdp_devkit.paths import comfyui_has_ltx25
+    from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
+    if step.needs_ltx25 and not comfyui_has_ltx25(comfy_dir):
+        return (f"{LTX25_SKIP_REASON}: ComfyUI {version} has no LTX-2.5 transformer (no keyframe marker, "
+                "use_keyframes_abs_pos_embedding); carry ComfyUI 0.33.0 (bash bench/gpu/prepare.sh)")
+    if step.needs_ltx2 and not comfy_has_ltx2(comfy_dir):
+        return (f"ComfyUI {version} has no LTX-2 (comfy/ldm/lightricks/av_model.py); LTX-2 steps need a current "
+                "ComfyUI (tested: 0.24.0, 0.33.0)")
+    return None
 
 
 def default_comfyui_dir() -> Path | None:
@@ -220,11 +238,9 @@ def run_parent(args: argparse.Namespace) -> int:
     records_path = work / "records.jsonl"
     wanted = [s for s in STEPS if not args.only or s.name in args.only.split(",")]
     steps: list[dict] = []
-    ltx2 = comfy_has_ltx2(comfy_dir)
     for step in wanted:
-        if step.needs_ltx2 and not ltx2:
-            reason = (f"ComfyUI {env['comfyui']} has no LTX-2 (comfy/ldm/lightricks/av_model.py); LTX-2 steps "
-                      "need a current ComfyUI (tested: 0.24.0)")
+        reason = skip_reason(step, comfy_dir, env["comfyui"])
+        if reason is not None:
             with open(records_path, "a") as f:
                 f.write(json.dumps({"step": step.name, "name": step.name, "status": "skip", "reason": reason}) + "\n")
             steps.append({"step": step.name, "outcome": f"skipped: {reason}"})

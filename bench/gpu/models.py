@@ -58,12 +58,21 @@ def caption_width(dm: Any) -> int:
     return getattr(dm, "caption_channels", None) or dm.caption_projection.linear_1.in_features
 
 
+def context_width(dm: Any) -> int:
+    """Width of the processed text context an LTX-2 (LTXAV) call takes: the video and audio halves, each
+    caption_channels wide (LTX-2), or video + audio model widths where the caption projection runs before
+    the text connectors (`caption_proj_before_connector`: LTX-2.3, LTX-2.5)."""
+    if getattr(dm, "caption_proj_before_connector", False):
+        return dm.inner_dim + dm.audio_inner_dim
+    return 2 * caption_width(dm)
+
+
 def call_inputs(patcher: Any, latent: tuple[int, int, int], audio_latents: int, tokens: int, seed: int,
                 dev: torch.device | None = None) -> CallInputs:
     """Seeded inputs for one call of `patcher`'s model on a (frames, height, width) video latent.
 
     LTX-2 gets ComfyUI's packed (video, audio) latent with `latent_shapes` and its processed text context
-    (2 x caption_channels wide: video and audio halves); LTX-Video gets the video and caption_channels.
+    (video and audio halves, `context_width`); LTX-Video gets the video and caption_channels.
     """
     from ltx_tdp_devkit.ltx_helpers import randn
 
@@ -78,7 +87,7 @@ def call_inputs(patcher: Any, latent: tuple[int, int, int], audio_latents: int, 
         audio = randn(1, 8, audio_latents, 16, seed=seed + 1)
         x, shapes = comfy.utils.pack_latents([video, audio])
         kwargs["latent_shapes"] = shapes
-        width = 2 * caption_channels
+        width = context_width(dm)
     else:
         x, width = video, caption_channels
     context = randn(1, tokens, width, seed=seed + 2)
@@ -97,12 +106,13 @@ def model_call(patcher: Any, inputs: CallInputs, sigma: float) -> torch.Tensor:
                                          transformer_options={"wrappers": patcher.wrappers}, **inputs.kwargs)
 
 
-def tdp(patcher: Any, layout: Layout | None, group: Any = None) -> Any:
-    """`patcher` patched by the pack's TDP patcher with `layout` (None: 1 x 1), its tiles shared by `group`."""
+def tdp(patcher: Any, layout: Layout | None, group: Any = None, audio_mode: str = "held") -> Any:
+    """`patcher` patched by the pack's TDP patcher with `layout` (None: 1 x 1), its tiles shared by `group`,
+    LTX-2 audio `held` or `average`d over the tile passes."""
     from ltx_tdp_devkit.ltx_helpers import patch, tiling
 
     tiles = tiling(height=(layout.height, layout.overlap), width=(layout.width, layout.overlap)) if layout else tiling()
-    return patch(patcher, tiles, group=group)
+    return patch(patcher, tiles, group=group, audio_mode=audio_mode)
 
 
 # --- tiny models (the test suite's) ----------------------------------------------------------------------

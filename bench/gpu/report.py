@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+LTX25_STEPS = ("ltx25_fp8", "ltx25_int8")
+
 STAGE2_STEPS = 2
 """Upstream LTX-2 stage 2 samples sigmas 0.625, 0.4, 0: two model calls at cfg 1 (the distilled model)."""
 
@@ -62,6 +64,18 @@ def summary(records: list[dict]) -> list[str]:
               for r in _find(records, step)]
     passed = sum(r["status"] == "ok" for r in checks)
     out = [f"correctness: {passed} of {len(checks)} checks passed"]
+    for step in LTX25_STEPS:
+        recs = [r for r in _find(records, step) if not r["name"].startswith("build")]
+        if not recs:
+            continue
+        if recs[0]["status"] == "skip":
+            out.append(f"{step}: skipped")
+            continue
+        checked = [r for r in recs if r.get("limit") is not None]
+        ok = sum(r["status"] == "ok" for r in checked)
+        tiles = next((r for r in recs if r["name"].startswith("2x2 TDP on 1 GPU") and r["status"] == "ok"), None)
+        out.append(f"{step}: {ok} of {len(checked)} checks passed" +
+                   (f"; 2x2 TDP on 1 GPU {_f(tiles['seconds'])} s per call" if tiles else ""))
     rows = step_time_rows(records)
     for row in rows:
         r = row["rec"]
@@ -110,6 +124,8 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
             detail = r.get("detail") or r.get("error") or r.get("reason") or ""
             add(f"| {r['name']} | {r['status']} | {value} | {limit} | {_cell(detail)} |")
     add("")
+
+    lines.extend(ltx25_section(env, records))
 
     build = next((r for r in records if r["name"] == "build LTX-2 transformer" and r["status"] == "ok"), None)
     add("## LTX-2 transformer, stage 2 at 3840 x 2176 x 121" if env["mode"].startswith("GPU") else
@@ -188,3 +204,46 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
             add(f"* `{r['step']}` / {r['name']}: **{r['status']}** {_cell(msg, 1500)}")
     add("")
     return "\n".join(lines)
+
+
+def ltx25_section(env: dict, records: list[dict]) -> list[str]:
+    """The LTX-2.5 steps: how each model was built and loaded, and every check and timing they recorded."""
+    lines = ["## LTX-2.5 transformer, quantized, at its published configuration" if env["mode"].startswith("GPU")
+             else "## LTX-2.5 transformer, quantized (smoke sizes)", ""]
+    lines.append("Random weights, quantized into ComfyUI's stored format and loaded by "
+                 "`comfy.sd.load_diffusion_model_state_dict` (UNETLoader's loader). 1x1 and 1x2 on the 2-rank group "
+                 "must equal the local call bit for bit (each cell sums one value per rank); 2x2 sums a cell's four "
+                 "tiles per rank first (another order of fp32 additions: limit 1e-6 relative).")
+    lines.append("")
+    for step in LTX25_STEPS:
+        recs = _find(records, step)
+        build = next((r for r in recs if r["name"].startswith("build") and r["status"] == "ok"), None)
+        if build is not None:
+            cfg = build["detected_config"]
+            switches = ", ".join(f"{k} {cfg[k]}" for k in ("causal_temporal_positioning", "apply_gated_attention",
+                                                            "cross_attention_adaln", "caption_proj_before_connector",
+                                                            "ff_bias", "audio_ff_bias", "use_keyframes_abs_pos_embedding")
+                                 if k in cfg)
+            group = f", rotation groups of {build['convrot_group']}" if build.get("convrot_group") else ""
+            lines.append(f"`{step}`: {build['format']}{group}: {_count(build['parameters'])} parameters, "
+                         f"{build['layers']} layers, video {build['video_width']} / audio {build['audio_width']} wide "
+                         f"(switches: {switches or 'none'}); {build['quantized_layers']} Linear layers quantized, "
+                         f"loaded as {build['loaded_layer_formats']}; stored {_f(build['stored_gib'])} GiB; compute "
+                         f"{build['compute_dtype']}; comfy-kitchen backends: {build.get('kitchen')}; built and loaded "
+                         f"in {_f(build['seconds'], 1)} s (peak {_f(build.get('peak_gib'), 1)} GiB). Input: latent "
+                         f"{' x '.join(map(str, build['latent']))}, {build['audio_latents']} audio latents, "
+                         f"{build['text_tokens']} text tokens, sigma {build['sigma']}.")
+            lines.append("")
+    lines.append("| step | check or call | result | measured | limit | s | peak GPU GiB | detail |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---|")
+    for step in LTX25_STEPS:
+        for r in _find(records, step):
+            if r["name"].startswith("build") and r["status"] == "ok":
+                continue
+            value = "—" if r.get("value") is None else f"{r['value']:.3g}"
+            limit = "—" if r.get("limit") is None else f"{r['limit']:.3g}"
+            detail = r.get("detail") or r.get("error") or r.get("reason") or ""
+            lines.append(f"| {step} | {r['name']} | {r['status']} | {value} | {limit} | {_f(r.get('seconds'))} | "
+                         f"{_f(r.get('peak_gib'))} | {_cell(detail)} |")
+    lines.append("")
+    return lines

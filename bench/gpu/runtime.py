@@ -80,6 +80,19 @@ def attention_name() -> str:
         return f"unknown ({e})"
 
 
+def kitchen_backends() -> str:
+    """comfy-kitchen's backends that compute here (ComfyUI >= 0.24's quantized layers), e.g. "eager"; or why none."""
+    try:
+        from comfy.quant_ops import ck
+    except ImportError as e:
+        return f"none: comfy-kitchen is not importable ({e})"
+    try:
+        usable = [k for k, v in ck.list_backends().items() if v.get("available") and not v.get("disabled")]
+    except Exception as e:  # report, never fail the step for a name
+        return f"unknown ({e})"
+    return ", ".join(usable) or "none"
+
+
 def sync() -> None:
     import torch
 

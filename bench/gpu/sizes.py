@@ -14,6 +14,16 @@ Real sizes (facts, with where they come from):
   processed context, video and audio halves); first stage-2 sigma 0.625 (upstream LTX-2: 0.625, 0.4, 0).
 * TDP layouts: 2 x 2 tiles with overlap 5 latent cells (1 and 4 GPUs; 2 GPUs run two tiles each) and
   2 x 4 (8 GPUs), as the example workflows use.
+* LTX-2.5 transformer (ComfyUI >= 0.32): ComfyUI's `LTXAVModel` at its defaults (the LTX-2 sizes above)
+  with the test kit's LTX-2.5 switches (`ltx_tdp_devkit.tiny_models.LTX25_SWITCHES`: causal temporal
+  positions, gated attention, AdaLN on the cross-attention, the caption projection before the text
+  connectors, bias-free feed-forwards) and the keyframe marker: 19.72 B parameters. ComfyUI takes the
+  marker from the key `keyframes_abs_pos_embedding` and the rest from the checkpoint's `config` metadata;
+  the published files (`ltx-2.5-22b-...`) and their metadata cannot be read here, so their "22B" is not
+  reproduced (8 text-connector layers with gated attention would give 21.85 B: a guess, not used). Quantized as the templates' files are: every Linear
+  of the transformer blocks in fp8 e4m3fn or int8-convrot (rotation groups of 256, ComfyUI's default).
+  Input: a stage-2 call on 4 x 16 x 24 latent cells (25 frames at 768 x 512 px: a correctness size, the
+  4K figures are LTX-2's), 25 audio latents, 128 text tokens.
 * VAE: the LTX-2 video VAE's configuration as LTX-2's checkpoints carry it in their metadata
   (`config.vae`, kept once in tests/ltx_tdp_devkit/real_vae.py): decoder base 128 channels, res blocks 4, 6, 4,
   2, 2 between a space-only, a time-only and two x2/x1 upsamplers, patch 4, pixel norm, not
@@ -37,6 +47,15 @@ def decode_settings(node_inputs: dict) -> object:
     from ltx_tdp.ltx.vae import DecodeSettings
 
     return DecodeSettings(**node_inputs)
+
+
+def ltx25_config() -> dict:
+    """LTX-2.5's published configuration as LTXAVModel overrides: its defaults + the test kit's LTX-2.5 switches
+    (tiny_models.LTX25_SWITCHES) + the keyframe marker."""
+    from ltx_tdp_devkit.ltx25_files import MARKER
+    from ltx_tdp_devkit.tiny_models import LTX25_SWITCHES
+
+    return {**LTX25_SWITCHES, **MARKER}
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,13 @@ class Sizes:
     decode: dict = field(default_factory=dict)
     """The tiled decode node's inputs that differ from its defaults (DecodeSettings: tiles, overlaps, quality)."""
     warmup_latent: tuple[int, int, int] = (2, 8, 8)
+    ltx25_transformer: dict = field(default_factory=ltx25_config)
+    """LTXAVModel config of the LTX-2.5 steps (overrides on its defaults)."""
+    ltx25_latent: tuple[int, int, int] = (4, 16, 24)
+    ltx25_audio_latents: int = 25
+    ltx25_text_tokens: int = 128
+    convrot_group: int = 256
+    """int8-convrot's rotation group (input features per Hadamard block)."""
 
 
 REAL = Sizes(label="real (LTX-2 19B, 3840 x 2176 x 121)")
@@ -89,4 +115,12 @@ def smoke_sizes() -> Sizes:
                  vae_latent=(2, 4, 6),
                  audio_latents=5, text_tokens=8, four=Layout(2, 2, 2), eight=Layout(2, 4, 2), vae_config=vae,
                  decode=dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8, quality="exact"),
-                 warmup_latent=(2, 4, 4))
+                 warmup_latent=(2, 4, 4), ltx25_transformer=tiny_ltx25_config(), ltx25_latent=(3, 8, 12),
+                 ltx25_audio_latents=5, ltx25_text_tokens=8, convrot_group=16)
+
+
+def tiny_ltx25_config() -> dict:
+    """The tiny LTX-2.5 transformer of the suite (the smoke run's LTX-2.5 model)."""
+    from ltx_tdp_devkit.ltx25_files import tiny_ltx25_config as tiny
+
+    return tiny()

@@ -20,9 +20,10 @@ import torch
 
 from ...tiling import Tile
 from ...tiling.decode_plan import DecodePlan, DecodeSource, plan_decode
+from .diffusion import is_diffusion_vae, prepare_diffusion
 from .inputs import check_channels, vae_geometry, video_latent
 from .quality import decode_context
-from .settings import DecodeSettings, VaeDecodeError
+from .settings import DIFFUSION_TILE_CAP, DecodeSettings, VaeDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,12 @@ class TiledDecode:
 
 
 def prepare_decode(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettings(),
-                   context: tuple[int, int] | None = None) -> TiledDecode:
+                   context: tuple[int, int] | None = None, noise: torch.Tensor | None = None) -> TiledDecode:
     """A `TiledDecode` of `samples` with `settings`: checked and planned, nothing decoded.
 
     `context` is the (spatial, temporal) context in latent cells, resolved from `settings.quality` when None.
+    LTX-2.5's diffusion decoder gets its own exact decode (`ltx.vae.diffusion`, the same interface); `noise` is
+    its decode noise as rank 0 drew it (drawn here when None).
     Decode noise of timestep-conditioned VAEs is drawn here once for the whole latent from `settings.seed`,
     so every tile (on any rank) slices the same field. Raises VaeDecodeError for a latent or VAE the decode
     refuses, tiling.TilingError (in pixel units) for a layout whose windows would not sum to one.
@@ -90,6 +93,9 @@ def prepare_decode(vae: Any, samples: Any, settings: DecodeSettings = DecodeSett
     latent = video_latent(samples)
     geometry = vae_geometry(vae)
     check_channels(vae, latent)
+    if is_diffusion_vae(vae):
+        plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(DIFFUSION_TILE_CAP), (0, 0, 0), geometry)
+        return prepare_diffusion(vae, latent, plan, settings, context, noise)
     spatial, temporal = decode_context(vae, settings) if context is None else context
     plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(), (temporal, spatial, spatial), geometry)
     shape = (latent.shape[0], *plan.pixel_shape, int(getattr(vae, "output_channels", 3)))

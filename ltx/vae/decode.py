@@ -63,7 +63,7 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
             return blend_tiles(plan, decode.decode_tile, rank=rank, world=world, out=out, before_tile=before,
                                on_tile=on_tile)
 
-    job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context)
+    job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context, getattr(decode, "noise", None))
     with torch.inference_mode():
         ranks.gather(job, partial, plan, out)
     if ranks is not ONE_RANK:

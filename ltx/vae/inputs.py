@@ -30,7 +30,7 @@ def video_latent(samples: Any) -> torch.Tensor:
 
 
 def vae_geometry(vae: Any) -> LatentGeometry:
-    """The latent geometry of an LTX video VAE, read from its `upscale_ratio`.
+    """The latent geometry of an LTX video VAE (conv or LTX-2.5 diffusion decoder), read from its `upscale_ratio`.
 
     Raises VaeDecodeError for an empty VAE, a VAE that is not ComfyUI's LTX VideoVAE, or scale factors
     that are not (causal or plain time factor, height factor, width factor).
@@ -40,9 +40,12 @@ def vae_geometry(vae: Any) -> LatentGeometry:
         raise VaeDecodeError("the VAE is empty: its file held no VAE weights")
     from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
 
-    if not isinstance(model, VideoVAE):
+    from .diffusion import is_diffusion_vae
+
+    if not isinstance(model, VideoVAE) and not is_diffusion_vae(vae):
         raise VaeDecodeError(
-            f"the tiled decode needs an LTX video VAE (LTX-Video or LTX-2); this VAE is a {type(model).__name__}"
+            f"the tiled decode needs an LTX video VAE (LTX-Video, LTX-2 or LTX-2.5); this VAE is a "
+            f"{type(model).__name__}"
         )
     ratio = getattr(vae, "upscale_ratio", None)
     if not (isinstance(ratio, (tuple, list)) and len(ratio) == 3 and callable(ratio[0])):

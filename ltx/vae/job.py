@@ -104,10 +104,13 @@ class DecodeJob:
     settings: DecodeSettings
     context: tuple[int, int]
     """(spatial, temporal) context, as rank 0 resolved it."""
+    noise: torch.Tensor | None = None
+    """LTX-2.5's diffusion decode noise as rank 0 drew it (its generator's numbers depend on the device), so
+    every rank's tiles slice the one field the untiled decode draws."""
 
     def tiles(self, vae: Any) -> Callable[[Tile], torch.Tensor]:
         """tile -> its window-weighted pixels (batch, channels, *tile.shape), fp32 on the CPU."""
-        decode = prepare_decode(vae, self.latent, self.settings, self.context)
+        decode = prepare_decode(vae, self.latent, self.settings, self.context, self.noise)
         return lambda tile: decode.decode_tile(tile).to(device="cpu", dtype=torch.float32) * tile.window()
 
 

@@ -19,6 +19,10 @@ def decoder_reach(vae: Any) -> tuple[int, int]:
     its crop as the untiled decode up to float rounding, unless the decoder has a layer that mixes the
     whole frame (`ltx.vae.reach.whole_frame_layers`), which no finite context makes exact.
     """
+    from .diffusion import diffusion_reach, is_diffusion_vae
+
+    if is_diffusion_vae(vae):
+        return diffusion_reach(vae).context
     reach = counted_reach(vae.first_stage_model.decoder)
     return reach.time.context, reach.space.context
 

@@ -34,6 +34,13 @@ LTX-2 decoder with random weights, 640 x 128 px with one tile border across it (
 
 PRESETS = {p.name: p for p in QUALITY_PRESETS}
 
+DIFFUSION_TILE_CAP = (128, 1024)
+"""(frames, pixels): the largest tile LTX-2.5's diffusion decoder decodes at once; larger tile settings are
+lowered to it (at the `exact` quality the tile size changes no pixel). Its stage 5 keeps about six tensors of
+256 channels per position of a tile plus its 40 positions of reach on every side: about 31 GB in bf16 for the
+largest of the 3 x 4 tiles of a 3840 x 2176 x 121 clip, which decodes 1.6 times the clip's stage-5 positions
+(docs/vae-decode.md has the other sizes)."""
+
 
 @dataclass(frozen=True)
 class DecodeSettings:
@@ -63,10 +70,16 @@ class DecodeSettings:
             if int(getattr(self, name)) < 0:
                 raise VaeDecodeError(f"{name} cannot be negative, got {getattr(self, name)}")
 
-    def tile_sizes(self) -> tuple[AxisTileSize, AxisTileSize, AxisTileSize]:
-        """(frames, height, width) tile sizes and overlaps, in frames and pixels."""
-        space = AxisTileSize(int(self.spatial_tile), int(self.spatial_overlap))
-        return (AxisTileSize(int(self.temporal_tile), int(self.temporal_overlap)), space, space)
+    def tile_sizes(self, cap: tuple[int, int] | None = None) -> tuple[AxisTileSize, AxisTileSize, AxisTileSize]:
+        """(frames, height, width) tile sizes and overlaps, in frames and pixels; with `cap` (frames, pixels)
+        no tile is larger than it (an overlap too large for the capped tile is lowered to less than half)."""
+        frames, pixels = int(self.temporal_tile), int(self.spatial_tile)
+        t_overlap, s_overlap = int(self.temporal_overlap), int(self.spatial_overlap)
+        if cap is not None:
+            frames, pixels = min(frames, cap[0]), min(pixels, cap[1])
+            t_overlap, s_overlap = min(t_overlap, (frames - 1) // 2), min(s_overlap, (pixels - 1) // 2)
+        space = AxisTileSize(pixels, s_overlap)
+        return (AxisTileSize(frames, t_overlap), space, space)
 
     def context(self, reach: tuple[int, int]) -> tuple[int, int]:
         """(spatial, temporal) context in latent cells for a decoder whose (spatial, temporal) reach is `reach`.

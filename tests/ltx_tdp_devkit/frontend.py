@@ -156,6 +156,14 @@ async ({path, op, args}) => {
     return link.id;
   }
   if (op === 'remove') { graph.remove(node(args.id)); return null; }
+  if (op === 'widget') {
+    const n = node(args.id);
+    const w = (n.widgets || []).find(w => w.name === args.name);
+    if (!w) throw new Error(`${n.type} has no widget ${args.name}`);
+    w.value = args.value;
+    if (w.callback) w.callback(w.value, app.canvas, n);
+    return w.value;
+  }
   if (op === 'open') {
     const parent = (%s)(path.slice(0, -1));
     const sg = parent.getNodeById(path[path.length - 1]);
@@ -223,6 +231,10 @@ class Frontend:
     def remove_node(self, path: tuple[int, ...], node_id: int) -> None:
         self._edit(path, "remove", id=node_id)
 
+    def set_widget(self, path: tuple[int, ...], node_id: int, name: str, value: Any) -> Any:
+        """Set widget `name` of node `node_id` to `value`, as a user typing or picking it does; the value set."""
+        return self._edit(path, "widget", id=node_id, name=name, value=value)
+
     def open_subgraph(self, path: tuple[int, ...]) -> None:
         """Show the subgraph at `path` on the canvas, as double-clicking into a subgraph node does."""
         self._dismiss_overlays()  # before: Escape also leaves an open subgraph
@@ -259,6 +271,21 @@ class Frontend:
     def graph_to_prompt(self) -> dict:
         """The API prompt the frontend would queue for the loaded graph."""
         return self.page.evaluate("async () => (await app.graphToPrompt()).output")
+
+
+@contextmanager
+def browser_page(url: str) -> Iterator[Frontend]:
+    """The frontend at `url` in the system Chromium, for a test: skips (pytest) where Playwright or Chromium is
+    missing and cannot be installed."""
+    import pytest
+
+    pytest.importorskip("playwright", reason="Playwright (pip `playwright`) is not installed; scripts/env.sh installs it")
+    chromium = chromium_path()
+    if chromium is None:
+        pytest.skip("no Chromium for the template tests: /usr/bin/chromium is missing and apt-get is not available "
+                    "to install it")
+    with open_frontend(url, chromium) as page:
+        yield page
 
 
 @contextmanager

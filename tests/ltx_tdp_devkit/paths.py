@@ -18,3 +18,12 @@ def comfyui_dir() -> Path | None:
         if value and (Path(value) / "main.py").is_file():
             return Path(value).resolve()
     return None
+
+
+def comfyui_has_ltx25(comfy_dir: Path | None = None) -> bool:
+    """Whether the ComfyUI tree (default: the one under test) has LTX-2.5's transformer (its keyframe marker,
+    ComfyUI >= 0.32), read from the source without importing ComfyUI (tiny_models.has_ltx25 asks the classes
+    of the ComfyUI imported in this process)."""
+    comfy_dir = comfy_dir or comfyui_dir()
+    model = comfy_dir / "comfy" / "ldm" / "lightricks" / "model.py" if comfy_dir else None
+    return model is not None and model.is_file() and "use_keyframes_abs_pos_embedding" in model.read_text(errors="replace")

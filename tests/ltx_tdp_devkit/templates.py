@@ -313,13 +313,15 @@ class TdpEdit:
 
     tiling: int
     patcher: int
-    decode: int
+    decode: int | None
+    """The tiled decode added in place of the template's (None: the template's own decode was kept)."""
 
 
-def add_tdp_to_stage2(frontend: Any, stage: Stage2) -> TdpEdit:
-    """Follow the guide (docs/official-templates.md) in the real frontend (`ltx_tdp_devkit.frontend.Frontend`, template loaded): an LTX TDP Model
-    Patcher (with an LTX TDP Tile Config) on the `model` input of stage 2's CFGGuider, and LTX TDP Tiled VAE
-    Decode in place of stage 2's video decode. Every other node and link stays as the template has it."""
+def add_tdp_to_stage2(frontend: Any, stage: Stage2, swap_decode: bool = True) -> TdpEdit:
+    """Follow the guide (docs/official-templates.md) in the real frontend (`ltx_tdp_devkit.frontend.Frontend`,
+    template loaded): an LTX TDP Model Patcher (with an LTX TDP Tile Config) on the `model` input of stage 2's
+    guider, and, with `swap_decode`, LTX TDP Tiled VAE Decode in place of stage 2's video decode. Every other
+    node and link stays as the template has it."""
     graph, path = stage.graph, stage.path
     guider = graph.nodes[stage.guider].raw
     x0 = guider["pos"][0]
@@ -329,6 +331,8 @@ def add_tdp_to_stage2(frontend: Any, stage: Stage2) -> TdpEdit:
     frontend.connect(path, tiling, 0, patcher, "tiling")
     frontend.connect(path, *stage.model_origin, patcher, "model")
     frontend.connect(path, patcher, 0, stage.guider, "model")
+    if not swap_decode:
+        return TdpEdit(tiling=tiling, patcher=patcher, decode=None)
 
     old = graph.nodes[stage.video_decode]
     x = old.raw["pos"][0]

@@ -1,5 +1,7 @@
-"""The example workflows' API twins on the tiny models: which files stand in for the real ones, and how a
-twin is changed to run on them in seconds (see tests/example_workflows/test_example_workflows.py for the rules)."""
+"""The example workflows' API twins, and the API prompts of ComfyUI's own LTX templates, on the tiny models:
+which files stand in for the real ones, and how a prompt is changed to run on them in seconds (see
+tests/example_workflows/test_example_workflows.py for the rules). The LTX-2.5 templates' loaders (UNETLoader,
+two VAELoaders, CLIPLoader with Gemma 4, the prompt enhancer) need the files of ltx_tdp_devkit.ltx25_files."""
 
 from __future__ import annotations
 
@@ -41,6 +43,13 @@ def _seed(node_id: str) -> int:
     return int(node_id) if node_id.isdigit() else zlib.crc32(node_id.encode()) % 2**31
 
 
+def _name(names: dict[str, str], role: str, kind: str) -> str:
+    if role not in names:
+        raise KeyError(f"the prompt's {kind} needs the tiny {role!r} file: build it (ltx_tdp_devkit.ltx25_files) and "
+                       "pass its name")
+    return names[role]
+
+
 def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     """The twin with model files, text encoders and sizes mapped to the tiny models (see module docstring)."""
     prompt = copy.deepcopy(twin)
@@ -48,9 +57,23 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     ltx2 = "LTXAVTextEncoderLoader" in kinds or "LTXVConcatAVLatent" in kinds
     context_dim = 32 if ltx2 else 16  # tiny LTX-2 takes text through its connectors: 2 x caption_channels
     renames: dict[tuple[str, int], list] = {}
+    audio_vaes = {v[0] for n in prompt.values() for k, v in n["inputs"].items() if k == "audio_vae" and isinstance(v, list)}
     for node_id, node in list(prompt.items()):
         kind, inputs = node["class_type"], node["inputs"]
-        if kind == "CheckpointLoaderSimple":
+        if kind == "UNETLoader":  # the LTX-2.5 templates' int8-convrot transformer
+            inputs.update(unet_name=_name(names, "ltx25", kind), weight_dtype="default")
+        elif kind == "VAELoader":  # LTX-2.5: one for the video VAE, one for the audio VAE (whose output feeds audio_vae)
+            inputs["vae_name"] = _name(names, "ltx25_audio_vae" if node_id in audio_vaes else "ltx25_vae", kind)
+        elif kind == "TextGenerateLTX2Prompt":  # the prompt enhancer, a text-generating LLM: passes its prompt on
+            del prompt[node_id]
+            prompt_in = inputs["prompt"]
+            if isinstance(prompt_in, list):
+                renames[(node_id, 0)] = prompt_in
+            else:
+                prompt[node_id] = {"class_type": "PrimitiveStringMultiline", "inputs": {"value": prompt_in}}
+        elif kind == "LoadImage":
+            inputs["image"] = _name(names, "image", kind)
+        elif kind == "CheckpointLoaderSimple":
             prompt[node_id] = {"class_type": "UNETLoader",
                                "inputs": {"unet_name": names["ltxav" if ltx2 else "ltxv"], "weight_dtype": "default"}}
             prompt[f"{node_id}_vae"] = {"class_type": "TDPTestVAELoader", "inputs": {"vae_name": names["vae"]}}

@@ -141,14 +141,9 @@ def test_template_still_has_the_stage2_shape_the_guide_describes(comfy_dir, temp
 @pytest.fixture(scope="module")
 def frontend(comfy_dir, comfy_server):
     _require_ltx2(comfy_dir)  # before starting a browser for nothing
-    pytest.importorskip("playwright", reason="Playwright (pip `playwright`) is not installed; scripts/env.sh installs it")
-    from ltx_tdp_devkit.frontend import chromium_path, open_frontend
+    from ltx_tdp_devkit.frontend import browser_page
 
-    chromium = chromium_path()
-    if chromium is None:
-        pytest.skip("no Chromium for the LTX-2 template test: /usr/bin/chromium is missing and apt-get is not "
-                    "available to install it")
-    with open_frontend(comfy_server.url, chromium) as page:
+    with browser_page(comfy_server.url) as page:
         yield page
 
 

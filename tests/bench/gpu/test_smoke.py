@@ -4,9 +4,12 @@ the script meant for a GPU machine cannot break unseen.
 It runs the script as a GPU machine would (its own process per step, the real ComfyUI under test, the
 tiny models of the suite, a real 2-rank gloo group) and checks what each step recorded: the correctness
 checks pass with their measured differences, and the real-size steps (LTX-2 19B and the LTX-2 VAE at
-4K on a GPU; the same code on tiny sizes here) measure every layout. Times are not checked: they are
-the GPU run's business. On a ComfyUI without LTX-2 (0.3.75) the LTX-2 transformer steps are skipped
-with a reason naming LTX-2, and everything else still runs.
+4K on a GPU; the same code on tiny sizes here) measure every layout, and the LTX-2.5 steps (its published
+configuration on a GPU; the tiny LTX-2 transformer with LTX-2.5's switches here, quantized fp8 and
+int8-convrot with rotation groups of 16) pass their checks. Times are not checked: they are the GPU run's
+business. On a ComfyUI without LTX-2 (0.3.75) the LTX-2 transformer steps are skipped with a reason naming
+LTX-2, on one without LTX-2.5 (0.24.0, 0.3.75) the LTX-2.5 steps with LTX25_SKIP_REASON, and everything
+else still runs.
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from ltx_tdp_devkit.paths import PACK_ROOT
+from ltx_tdp_devkit.paths import PACK_ROOT, comfyui_has_ltx25
+from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 
 CHECK = PACK_ROOT / "bench" / "gpu" / "check.py"
 RESULTS = PACK_ROOT / "bench" / "results" / "gpu.md"
-STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "transformer_tiles", "vae_tiled",
-         "transformer_untiled", "vae_untiled")
+STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "ltx25_fp8", "ltx25_int8",
+         "transformer_tiles", "vae_tiled", "transformer_untiled", "vae_untiled")
 LTX2_STEPS = ("transformer_tiles", "transformer_untiled")
+LTX25_STEPS = {"ltx25_fp8": ("fp8", "float8_e4m3fn"), "ltx25_int8": ("int8", "int8_tensorwise")}
+"""step -> (its format label, the layer format ComfyUI loads: int8-convrot is int8_tensorwise with a rotation)."""
 DEV_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACK_ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
 """The check's environment: the test kit on PYTHONPATH, as bench/gpu/run.sh and scripts/env.sh set it."""
 
@@ -63,7 +69,9 @@ def test_the_smoke_run_finishes_every_step_and_writes_its_report(smoke, comfy_di
     outcomes = {s["step"]: s["outcome"] for s in smoke["steps"]}
     assert set(outcomes) == set(STEPS), f"steps run: {sorted(outcomes)}"
     for step, outcome in outcomes.items():
-        if step in LTX2_STEPS and not _has_ltx2(comfy_dir):
+        if step in LTX25_STEPS and not comfyui_has_ltx25(comfy_dir):
+            assert outcome.startswith(f"skipped: {LTX25_SKIP_REASON}"), f"{step}: {outcome}"
+        elif step in LTX2_STEPS and not _has_ltx2(comfy_dir):
             assert outcome.startswith("skipped") and "LTX-2" in outcome, f"{step}: {outcome}"
         else:
             assert outcome == "ok", f"{step}: {outcome}\n{_why(smoke)}"
@@ -103,6 +111,31 @@ def test_ltx2_steps_measure_every_layout_where_comfyui_has_ltx2_and_skip_naming_
         assert r["seconds"] > 0 and r["finite"], f"{name}: {r['seconds']} s, finite output: {r['finite']}"
     (untiled,) = [r for r in _records(smoke, "transformer_untiled") if r["name"] == "untiled call"]
     assert untiled["status"] == "ok" and untiled["finite"], f"untiled call: {untiled}"
+
+
+def test_ltx25_steps_pass_their_checks_in_both_formats_where_comfyui_has_ltx25(smoke, comfy_dir):
+    if not comfyui_has_ltx25(comfy_dir):
+        for step in LTX25_STEPS:
+            (r,) = _records(smoke, step)
+            assert r["status"] == "skip" and r["reason"].startswith(LTX25_SKIP_REASON), f"{step}: {r}"
+        return
+    for step, (fmt, loaded) in LTX25_STEPS.items():
+        by_name = {r["name"]: r for r in _records(smoke, step)}
+        build = by_name.get(f"build LTX-2.5 transformer ({fmt})")
+        assert build is not None and build["status"] == "ok", f"{step}: {sorted(by_name)}\n{_why(smoke)}"
+        assert build["keyframe_marker"] and build["detected_config"]["use_keyframes_abs_pos_embedding"], build
+        assert build["quantized_layers"] > 0 and build["loaded_layer_formats"] == {loaded: build["quantized_layers"]}, (
+            f"{step}: quantized {build['quantized_layers']} layers, ComfyUI loaded {build['loaded_layer_formats']}")
+        exact = [f"1x1 TDP == unpatched ({fmt})"] + [f"2-rank group == local, {t} ({fmt})" for t in ("1x1", "1x2")]
+        for name in [*exact, f"2-rank group == local, 2x2 ({fmt})"]:
+            r = by_name.get(name)
+            assert r is not None and r["status"] == "ok", f"{step} / {name}: {r}\n{_why(smoke)}"
+            assert r["value"] <= r["limit"], f"{name}: measured {r['value']:.3e} over its limit {r['limit']:.3e}"
+        for name in exact:
+            assert by_name[name]["limit"] == 0.0 and "bit-identical: True" in by_name[name]["detail"], by_name[name]
+        for layout in ("1x2", "2x2"):
+            r = by_name[f"{layout} TDP on 1 GPU ({fmt})"]
+            assert r["status"] == "ok" and r["finite"], f"{step} / {layout} on one device: {r}"
 
 
 def test_the_vae_steps_decode_the_whole_clip_tiled_and_untiled(smoke):

@@ -1,0 +1,294 @@
+"""The exact tiled decode of LTX-2.5's diffusion video decoder (ComfyUI >= 0.32's `CausalDiffusionVAE`).
+
+Its decode is stages 1-4 (neighbourhood attention + upsamplers) then a diffusion stage that denoises noise
+drawn with `torch.Generator(device).manual_seed(0)` over the whole pixel shape. A tile equals the untiled
+decode when it (1) decodes the positions its pixels depend on at every layer (`tiling.dependency`: windows
+are shifted inward at the grid's edges, so the block is the full grid's dependency box, not a symmetric
+margin), (2) takes its slice of that one noise field, and (3) drops / pads the leading / trailing frame
+exactly where the full decode does (a block holding the clip's first latent frame drops the causal duplicate
+frame; one holding the last pads it).
+
+The whole decoder reaches about 31 latent cells in space (published configuration), so a tile cut from the
+latent would decode almost the whole 4K frame. Stages 1-3 are cheap per position, stages 4-5 dear; so per
+temporal chunk stages 1-3 run once over the whole frame (`head`, kept on the device while that chunk's tiles
+decode), and each tile runs stages 4-5 (`mid`, `tail`) from its dependency box in the head's output, which
+reaches only about 6 cells. `exact` gives stage 5 its whole dependency box; a preset of c < its reach gives it
+c latent cells around the tile (the stages before it stay exact).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import weakref
+from typing import Any
+
+import torch
+
+from ...tiling import Tile
+from ...tiling.decode_plan import DecodePlan
+from ...tiling.dependency import computed, needed
+from ..progress import check_interrupt
+from .diffusion_layers import DiffusionLayers, DiffusionReach, counted_reach, grid_lengths, read_layers
+from .settings import PRESETS, DecodeSettings, VaeDecodeError
+
+log = logging.getLogger(__name__)
+
+_checked: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
+
+
+def is_diffusion_vae(vae: Any) -> bool:
+    """Whether `vae` (a comfy.sd.VAE or a worker's replica) holds LTX-2.5's diffusion video decoder."""
+    decoder = getattr(getattr(vae, "first_stage_model", None), "decoder", None)
+    return decoder is not None and hasattr(decoder, "forward_pre_diffusion") and hasattr(decoder, "forward_diff_step")
+
+
+def diffusion_reach(vae: Any) -> DiffusionReach:
+    """The reach of `vae`'s diffusion decoder, counted from its layers (VaeDecodeError when they cannot be)."""
+    return counted_reach(read_layers(vae.first_stage_model.decoder))
+
+
+def stage5_context(settings: DecodeSettings, reach: DiffusionReach) -> tuple[int | None, int | None]:
+    """(spatial, temporal) latent cells of stage-5 context for `settings.quality`; None: its whole dependency
+    box (exact). A preset at or above stage 5's reach is exact."""
+    preset = PRESETS[settings.quality]
+    cells = settings.context_cells if preset.context == -1 else preset.context
+    if cells is None:
+        return None, None
+    cells = int(cells)
+    return (None if cells >= max(reach.diffusion_space) else cells,
+            None if cells >= max(reach.diffusion_time) else cells)
+
+
+def decode_noise(vae: Any, latent: torch.Tensor, pixel_shape: tuple[int, ...]) -> torch.Tensor:
+    """The noise `vae.decode(latent)` draws, on the CPU: per batch ComfyUI decodes at once (its free-memory
+    rule), a fresh `torch.Generator(vae.device).manual_seed(0)`, `randn` of that batch's pixel shape in the
+    VAE's dtype on its device."""
+    import comfy.model_management as mm
+
+    batch = latent.shape[0]
+    per = batch
+    if batch > 1:
+        need = vae.memory_used_decode(tuple(latent.shape), vae.vae_dtype)
+        per = max(1, int(mm.get_free_memory(vae.device) / max(need, 1)))
+    parts = []
+    for start in range(0, batch, per):
+        n = min(per, batch - start)
+        gen = torch.Generator(device=vae.device).manual_seed(0)
+        noise = torch.randn((n, *pixel_shape[1:]), dtype=vae.vae_dtype, device=vae.device, generator=gen)
+        parts.append(noise.to("cpu"))
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+class DiffusionDecode:
+    """A prepared tiled decode with LTX-2.5's diffusion decoder; the interface of `ltx.vae.block.TiledDecode`.
+
+    `decode_tile(tile)` returns the processed pixels (batch, channels, *tile.shape) of tile `tile` of
+    `plan.pixels`, unweighted, on the compute device. Invariant: with context None on an axis they equal the
+    untiled decode's pixels there up to float rounding (bit for bit when one tile covers everything).
+    """
+
+    def __init__(self, vae: Any, latent: torch.Tensor, plan: DecodePlan, layers: DiffusionLayers,
+                 context: tuple[int | None, int | None], reported: tuple[int, int], noise: torch.Tensor,
+                 output_shape: tuple[int, ...]):
+        self.vae, self.latent, self.source, self.plan, self.layers = vae, latent, latent, plan, layers
+        self.stage5 = context
+        self.context = reported
+        """(spatial, temporal) context in latent cells, as a worker rank is told it (the reach where exact)."""
+        self.noise = noise
+        self.output_shape = output_shape
+        self.cells = tuple(int(n) for n in latent.shape[2:])
+        self.ops = [layers.ops(0), layers.ops(1), layers.ops(1)]
+        self.grids = [grid_lengths(layers, 0 if a == 0 else 1, n) for a, n in enumerate(self.cells)]
+        self._head: tuple[tuple[int, int], tuple[int, int], torch.Tensor] | None = None
+        self._loaded = False
+
+    # -- boxes -----------------------------------------------------------------------------------------------
+    def _stage5_box(self, axis: int, start: int, end: int) -> tuple[int, int]:
+        """Stage-5 input positions [lo, hi] that pixels [start, end) of `axis` are decoded from."""
+        _, _, tail = self.ops[axis]
+        n5 = self.grids[axis][1]
+        if self.stage5[0 if axis else 1] is None:
+            return needed(tail, n5, start, end - 1)
+        lo, hi = needed(tail[-1:], n5, start, end - 1)
+        margin = self.stage5[0 if axis else 1] * self.layers.stage5_per_cell(0 if axis == 0 else 1)
+        return max(0, lo - margin), min(n5 - 1, hi + margin)
+
+    def boxes(self, tile: Tile) -> list[tuple[tuple[int, int], tuple[int, int], tuple[int, int]]]:
+        """Per axis: (latent box, stage-3-output box, stage-5 box), inclusive full-grid positions."""
+        out = []
+        for axis, interval in enumerate(tile.intervals):
+            head, mid, _ = self.ops[axis]
+            b5 = self._stage5_box(axis, interval.start, interval.end)
+            b3 = needed(mid, self.grids[axis][0], *b5)
+            out.append((needed(head, self.cells[axis], *b3), b3, b5))
+        return out
+
+    # -- compute ---------------------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Load the VAE on its device (ComfyUI's model management) with room for the largest tile's stage 5."""
+        import comfy.model_management as mm
+
+        vae = self.vae
+        tokens = max(math.prod(b[2][1] - b[2][0] + 1 for b in self.boxes(t)) for t in self.plan.pixels.tiles)
+        width = max(int(vae.first_stage_model.decoder.context_channels), 1)
+        need = tokens * width * 12 * torch.empty((), dtype=vae.vae_dtype).element_size()
+        mm.load_models_gpu([vae.patcher], memory_required=need, force_full_load=bool(getattr(vae, "disable_offload", False)))
+        self._loaded = True
+
+    def _run_head(self, latent_box: tuple[int, int]) -> tuple[tuple[int, int], torch.Tensor]:
+        """Stages 1-3 over the whole frame for latent frames `latent_box`: (stage-3 frames it holds, channels-last
+        output on the device)."""
+        decoder, vae = self.vae.first_stage_model.decoder, self.vae
+        lo, hi = latent_box
+        z = self.latent[:, :, lo:hi + 1].to(device=vae.device, dtype=vae.vae_dtype)
+        z = vae.first_stage_model.per_channel_statistics.un_normalize(z)
+        spans = computed(self.ops[0][0], self.cells[0], lo, hi)
+        if self.layers.pad and hi == self.cells[0] - 1:
+            z = torch.cat([z, z[:, :, -1:].expand(-1, -1, self.layers.pad, -1, -1)], dim=2)
+        x = decoder.conv_in(z.permute(0, 2, 3, 4, 1))
+        del z
+        k = 1 if self.layers.pad else 0
+        for stage in range(self.layers.split):
+            for block in decoder.det_stages[stage]:
+                check_interrupt()
+                x = block(x)
+                k += 1
+            if stage < self.layers.split - 1:
+                x = decoder.upsamples[stage](x, drop_leading_frame=spans[k][0] == 0)
+                k += 1
+        return spans[-1], x
+
+    def _head_for(self, latent_box: tuple[int, int], b3: tuple[int, int]) -> tuple[tuple[int, int], torch.Tensor]:
+        if self._head is None or self._head[0] != latent_box:
+            self._head = None  # free the last chunk's head first
+            span, x = self._run_head(latent_box)
+            self._head = (latent_box, span, x)
+        return self._head[1], self._head[2]
+
+    def _run_mid(self, x: torch.Tensor, b3: list[tuple[int, int]], b5: list[tuple[int, int]]) -> torch.Tensor:
+        """Stage 3's upsampler, stage 4 and its upsampler on a head block holding stage-3 box `b3`, cut to the
+        stage-5 box `b5`."""
+        decoder = self.vae.first_stage_model.decoder
+        s = self.layers.split - 1
+        spans = [computed(self.ops[a][1], self.grids[a][0], *b3[a]) for a in range(3)]
+        x = decoder.upsamples[s](x, drop_leading_frame=b3[0][0] == 0)
+        k = 1
+        for stage in range(self.layers.split, len(self.layers.depths)):
+            for block in decoder.det_stages[stage]:
+                x = block(x)
+                k += 1
+            x = decoder.upsamples[stage](x, drop_leading_frame=spans[0][k][0] == 0)
+            k += 1
+        cut = [(lo - spans[a][-1][0], hi - spans[a][-1][0] + 1) for a, (lo, hi) in enumerate(b5)]
+        return x[:, cut[0][0]:cut[0][1], cut[1][0]:cut[1][1], cut[2][0]:cut[2][1]]
+
+    def _run_tail(self, context: torch.Tensor, b5: list[tuple[int, int]]) -> torch.Tensor:
+        """Stage 5 (every step) on stage-5 box `b5`, with that box's slice of the shared noise field."""
+        decoder, vae = self.vae.first_stage_model.decoder, self.vae
+        p = self.layers.patch
+        (t0, t1), (h0, h1), (w0, w1) = b5
+        x_t = self.noise[:, :, t0:t1 + 1, p * h0:p * (h1 + 1), p * w0:p * (w1 + 1)]
+        x_t = x_t.to(device=vae.device, dtype=vae.vae_dtype)
+        timesteps = decoder.default_inference_timesteps.to(vae.device)
+        steps = timesteps.shape[0]
+        for i in range(steps):
+            check_interrupt()
+            out = decoder.forward_diff_step(context, x_t, timesteps[i].expand(x_t.shape[0]))
+            if decoder.model_output_type == "x0":
+                if i == steps - 1:
+                    return out
+                velocity = (x_t.float() - out.float()) / timesteps[i]
+            else:
+                velocity = out.float()
+                if i == steps - 1:
+                    return (x_t.float() - timesteps[i] * velocity).to(x_t.dtype)
+            t_next = timesteps[i + 1] if i + 1 < steps else torch.zeros_like(timesteps[i])
+            x_t = (x_t.float() - (timesteps[i] - t_next) * velocity).to(x_t.dtype)
+        return x_t
+
+    def decode_block(self, tile: Tile) -> torch.Tensor:
+        """Raw pixels (before process_output) of tile `tile`, on the device."""
+        boxes = self.boxes(tile)
+        (l0, b3t, _), b3, b5 = boxes[0], [b[1] for b in boxes], [b[2] for b in boxes]
+        span, head = self._head_for(l0, b3t)
+        t, h, w = ((b3[0][0] - span[0], b3[0][1] - span[0] + 1), b3[1], b3[2])
+        x = self._run_mid(head[:, t[0]:t[1], h[0]:h[1] + 1, w[0]:w[1] + 1], b3, b5)
+        pixels = self._run_tail(x, b5)
+        p = self.layers.patch
+        starts = (b5[0][0], p * b5[1][0], p * b5[2][0])
+        crop = tuple(slice(i.start - s, i.end - s) for i, s in zip(tile.intervals, starts))
+        return pixels[(Ellipsis, *crop)]
+
+    def decode_tile(self, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, on the compute device."""
+        import comfy.model_management as mm
+
+        if not self._loaded:
+            self.load()
+            self_check(self.vae, self.layers)
+        device_context = getattr(mm, "cuda_device_context", None)
+        with torch.inference_mode():
+            with device_context(self.vae.device) if device_context is not None else contextlib.nullcontext():
+                block = self.decode_block(tile)
+            return self.vae.process_output(block.float())
+
+
+def self_check(vae: Any, layers: DiffusionLayers) -> None:
+    """Refuse (VaeDecodeError) a decoder whose stages, run one by one as the tiles run them, do not give what
+    its own forward gives on a small latent: this ComfyUI's decoder would compute something else. Once per
+    decoder module."""
+    decoder = vae.first_stage_model.decoder
+    if _checked.get(decoder):
+        return
+    from ...tiling.decode_plan import plan_decode
+    from ...tiling.geometry import LTX_GEOMETRY
+    from ...tiling.config import AxisTileSize
+
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(1, int(vae.latent_channels), 3, 1, 2, generator=gen)
+    plan = plan_decode((3, 1, 2), [AxisTileSize(1 << 16, 0)] * 3, (0, 0, 0), LTX_GEOMETRY)
+    shape = (1, layers_out(decoder), *plan.pixel_shape)
+    noise = decode_noise(vae, z, shape)
+    one = DiffusionDecode(vae, z, plan, layers, (None, None), (0, 0), noise, shape)
+    with torch.inference_mode():
+        got = one.decode_block(plan.pixels.tiles[0]).float()
+        x = z.to(device=vae.device, dtype=vae.vae_dtype)
+        want = decoder(vae.first_stage_model.per_channel_statistics.un_normalize(x),
+                       generator=torch.Generator(device=vae.device).manual_seed(0)).float()
+    if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-3, atol=1e-3):
+        diff = (got - want).abs().max().item() if got.shape == want.shape else f"shapes {tuple(got.shape)}"
+        raise VaeDecodeError(f"this ComfyUI's LTX-2.5 diffusion decoder, run stage by stage, differs from its own "
+                             f"decode ({diff}); the tiled decode would be wrong. Decode with ComfyUI's VAE Decode")
+    _checked[decoder] = True
+
+
+def layers_out(decoder: torch.nn.Module) -> int:
+    return int(getattr(decoder, "out_channels", 3))
+
+
+def prepare_diffusion(vae: Any, latent: torch.Tensor, plan: DecodePlan, settings: DecodeSettings,
+                      context: tuple[int, int] | None = None, noise: torch.Tensor | None = None) -> DiffusionDecode:
+    """A `DiffusionDecode` of `latent`: the layers read (or refused), the stage-5 context resolved and the one
+    noise field drawn (or `noise`, rank 0's, on a worker). `context` (spatial, temporal) as rank 0 resolved it."""
+    decoder = vae.first_stage_model.decoder
+    layers = read_layers(decoder)
+    reach = counted_reach(layers)
+    if context is None:
+        stage5 = stage5_context(settings, reach)
+        reported = tuple(max(r) if c is None else c for c, r in
+                         zip(stage5, (reach.diffusion_space, reach.diffusion_time)))
+    else:
+        reported = tuple(int(c) for c in context)
+        stage5 = (None if reported[0] >= max(reach.diffusion_space) else reported[0],
+                  None if reported[1] >= max(reach.diffusion_time) else reported[1])
+    shape = (latent.shape[0], *plan.pixel_shape, layers_out(decoder))
+    pixel_shape = (latent.shape[0], layers_out(decoder), *plan.pixel_shape)
+    if noise is None:
+        noise = decode_noise(vae, latent, pixel_shape)
+    if tuple(noise.shape) != pixel_shape:
+        raise VaeDecodeError(f"the decode noise has shape {tuple(noise.shape)}, the decode needs {pixel_shape}")
+    log.info("LTX-2.5 diffusion decoder: reach %s latent cells in space, %s in time; stage 5 %s",
+             max(reach.space), max(reach.time), "exact" if stage5 == (None, None) else f"context {stage5}")
+    return DiffusionDecode(vae, latent.detach().to("cpu"), plan, layers, stage5, reported, noise, shape)

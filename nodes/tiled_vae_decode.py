@@ -16,7 +16,9 @@ QUALITY_TOOLTIP = ("How much context each tile decodes, and so how close it come
                    "weights at 640 px with one tile border (a trained decoder reaches less far in effect). Lower "
                    "qualities are faster when there are several tiles. LTX-2.5's diffusion decoder: the preset sets "
                    "only its last (diffusion) stage's context, which reaches 5 cells, so high and balanced are "
-                   "exact too and fast trades a little accuracy for time.")
+                   "exact too; fast measured 137 dB, custom 2 / 1 / 0 104 / 71 / 46 dB (published configuration, random "
+                   "weights, 768 x 64 x 9 in 256 px tiles; ComfyUI's VAE Decode (Tiled) at the LTX-2.5 templates' "
+                   "settings: 10.6 dB).")
 
 
 class TiledVAEDecodeNode(io.ComfyNode):

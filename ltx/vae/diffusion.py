@@ -134,7 +134,8 @@ class DiffusionDecode:
         tokens = max(math.prod(b[2][1] - b[2][0] + 1 for b in self.boxes(t)) for t in self.plan.pixels.tiles)
         width = max(int(vae.first_stage_model.decoder.context_channels), 1)
         need = tokens * width * 12 * torch.empty((), dtype=vae.vae_dtype).element_size()
-        mm.load_models_gpu([vae.patcher], memory_required=need, force_full_load=bool(getattr(vae, "disable_offload", False)))
+        mm.load_models_gpu([vae.patcher], memory_required=need,
+                           force_full_load=bool(getattr(vae, "disable_offload", False)))
         self._loaded = True
 
     def _run_head(self, latent_box: tuple[int, int]) -> tuple[tuple[int, int], torch.Tensor]:
@@ -160,7 +161,8 @@ class DiffusionDecode:
                 k += 1
         return spans[-1], x
 
-    def _head_for(self, latent_box: tuple[int, int], b3: tuple[int, int]) -> tuple[tuple[int, int], torch.Tensor]:
+    def _head_for(self, latent_box: tuple[int, int]) -> tuple[tuple[int, int], torch.Tensor]:
+        """The head of the temporal chunk whose latent frames are `latent_box` (only one chunk's is kept)."""
         if self._head is None or self._head[0] != latent_box:
             self._head = None  # free the last chunk's head first
             span, x = self._run_head(latent_box)
@@ -211,8 +213,8 @@ class DiffusionDecode:
     def decode_block(self, tile: Tile) -> torch.Tensor:
         """Raw pixels (before process_output) of tile `tile`, on the device."""
         boxes = self.boxes(tile)
-        (l0, b3t, _), b3, b5 = boxes[0], [b[1] for b in boxes], [b[2] for b in boxes]
-        span, head = self._head_for(l0, b3t)
+        b3, b5 = [b[1] for b in boxes], [b[2] for b in boxes]
+        span, head = self._head_for(boxes[0][0])
         t, h, w = ((b3[0][0] - span[0], b3[0][1] - span[0] + 1), b3[1], b3[2])
         x = self._run_mid(head[:, t[0]:t[1], h[0]:h[1] + 1, w[0]:w[1] + 1], b3, b5)
         pixels = self._run_tail(x, b5)
@@ -265,6 +267,7 @@ def self_check(vae: Any, layers: DiffusionLayers) -> None:
 
 
 def layers_out(decoder: torch.nn.Module) -> int:
+    """Pixel channels the decoder outputs."""
     return int(getattr(decoder, "out_channels", 3))
 
 

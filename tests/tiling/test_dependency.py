@@ -75,4 +75,5 @@ def test_needed_is_the_simulated_dependency_and_a_block_cut_to_it_computes_the_f
     full = _block_values(ops, n, 0, n - 1)
     block = _block_values(ops, n, a, b)
     for j in range(lo, hi + 1):
-        assert block[j] == full[j], f"{ops}: output {j} of block [{a}, {b}] saw {sorted(block[j])}, full {sorted(full[j])}"
+        assert block[j] == full[j], (f"{ops}: output {j} of block [{a}, {b}] saw {sorted(block[j])}, "
+                                     f"full {sorted(full[j])}")

@@ -103,7 +103,8 @@ class PatcherReplica:
         if convert_func is not None:
             temp = convert_func(temp, inplace=True)
         out = comfy.lora.calculate_weight(self.patcher.patches[key], temp, key)
-        seed = comfy.utils.string_to_seed(key)
+        seed = getattr(comfy.utils, "string_to_seed", None) or comfy.model_patcher.string_to_seed  # 0.3.x: there
+        seed = seed(key)
         if set_func is None:
             return {key: comfy.float.stochastic_rounding(out, original.dtype, seed=seed)}
         return _entries(key, set_func(out, seed=seed, return_weight=True))

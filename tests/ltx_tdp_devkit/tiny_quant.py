@@ -37,11 +37,11 @@ def available_formats() -> tuple[str, ...]:
         import comfy.quant_ops as q
     except ImportError:  # ComfyUI before quantized checkpoints (0.3.x)
         return ()
-    known = getattr(q, "QUANT_ALGOS", {})
+    known, layout_class = getattr(q, "QUANT_ALGOS", {}), getattr(q, "get_layout_class", None)
     out = []
     for name, (layout, _) in FORMATS.items():
         stored = "int8_tensorwise" if name == "int8_convrot" else name
-        if stored in known and q.get_layout_class(layout) is not None:
+        if stored in known and layout_class is not None and layout_class(layout) is not None:
             out.append(name)
     return tuple(out)
 

@@ -88,17 +88,16 @@ def _run(rec: Records, sizes: Sizes, fmt: str) -> None:
              for layout in (Layout(1, 2, sizes.four.overlap), sizes.four)}
     dev = str(device())
     settings = resolve_settings(2, f"{dev},{dev}", "gloo", GROUP_TIMEOUT_S, "127.0.0.1", 0, local_device=dev)
-    group, started, _ = measure(lambda: get_group(settings))
+    group = get_group(settings)  # its workers start at the first call
     try:
         for layout, limit in ((None, 0.0), (Layout(1, 2, sizes.four.overlap), 0.0), (sizes.four, GROUP_LIMIT)):
             label = layout.label() if layout else "1x1"
             model = tdp(patcher, layout, group, audio_mode=AUDIO_MODE)
             got, seconds, peak = measure(lambda: model_call(model, inputs, sizes.sigma))
             reference = want if layout is None else local[label]
+            first = "first call (the worker starts and gets the weights) " if layout is None else ""
             _check(rec, f"2-rank group == local, {label} ({fmt})", got, reference, limit,
-                   f"{settings.backend}, devices {', '.join(settings.devices)}; {where}; "
-                   (f"group started in {started:.1f} s; first call (weights sent to the worker) " if layout is None
-                    else "") + f"{seconds:.1f} s",
+                   f"{settings.backend}, devices {', '.join(settings.devices)}; {where}; {first}{seconds:.1f} s",
                    seconds=seconds, peak_gib=peak, layout=label)
     finally:
         group.shutdown()

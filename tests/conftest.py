@@ -24,22 +24,14 @@ REQUIRE_LTX2 = os.environ.get("LTX_TDP_REQUIRE_LTX2") == "1"
 """Set by CI's ComfyUI 0.33.0 and 0.24.0 runs: there an LTX-2 test that skips is a failure, never a quiet pass."""
 
 
-LTX25_SKIP = "needs ComfyUI >= 0.32 (LTX-2.5)"
-"""Skip reasons holding this may pass on a ComfyUI without LTX-2.5 (0.24.0), never on one that has it."""
-
-
 def _is_ltx2_skip(item: pytest.Item, reason: str) -> bool:
-    """Whether a skip counts as a quiet LTX path under REQUIRE_LTX2. A test marked `ltx25` is an LTX-2.5 test: its
-    skip counts where the ComfyUI under test must have LTX-2.5 (>= 0.32), and is fine below (0.24, 0.3.75). An
-    unmarked skip whose reason holds LTX25_SKIP counts only where ComfyUI has LTX-2.5's diffusion VAE."""
-    if item.get_closest_marker("ltx25") is not None:
-        from ltx_tdp_devkit.tiny_models import ltx25_expected
+    """Whether a skip counts as a quiet LTX path under REQUIRE_LTX2. An LTX-2.5 test (marked `ltx25`, or skipping
+    with tiny_models.LTX25_SKIP_REASON) may skip only on a ComfyUI older than 0.32 (0.24, 0.3.75), judged by the
+    tree's version, never by what the pack detects; any other LTX-2 skip always counts."""
+    from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON, ltx25_expected
 
+    if item.get_closest_marker("ltx25") is not None or LTX25_SKIP_REASON in reason:
         return comfyui_dir() is not None and ltx25_expected(_comfyui_version())
-    if LTX25_SKIP in reason:
-        from ltx_tdp_devkit.diffusion_vae import has_diffusion_vae
-
-        return has_diffusion_vae()
     return item.get_closest_marker("ltx2") is not None or "LTX-2" in reason
 
 

@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
-SKIP_REASON = "needs ComfyUI >= 0.32 (LTX-2.5): no CausalDiffusionVAE (comfy.ldm.lightricks.vae.na_diffusion_decoder)"
+from .tiny_models import LTX25_SKIP_REASON
+
+SKIP_REASON = f"{LTX25_SKIP_REASON}: no CausalDiffusionVAE (comfy.ldm.lightricks.vae.na_diffusion_decoder)"
 """The reason an LTX-2.5 test skips on ComfyUI 0.24 and 0.3.75 (tests/conftest.py lets it skip there)."""
 
 TINY_ENCODER = {

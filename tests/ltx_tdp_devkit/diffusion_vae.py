@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .real_vae import randomise
 from .tiny_models import LTX25_SKIP_REASON
 
 SKIP_REASON = f"{LTX25_SKIP_REASON}: no CausalDiffusionVAE (comfy.ldm.lightricks.vae.na_diffusion_decoder)"
@@ -70,28 +71,9 @@ def tiny_config(**decoder: Any) -> dict:
     return config
 
 
-def randomise(module: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Seeded default initialisation of every linear layer, N(0, 0.1) AdaLN tables, unit latent statistics."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for m in module.modules():
-            for base in (torch.nn.Conv3d, torch.nn.Linear):
-                if isinstance(m, base):
-                    base.reset_parameters(m)
-                    break
-        for name, p in module.named_parameters():
-            if "scale_shift_table" in name:
-                torch.nn.init.normal_(p, std=0.1)
-        for name, b in module.named_buffers():
-            if name.endswith("std-of-means"):
-                b.fill_(1.0)
-            elif name.endswith("mean-of-means"):
-                b.zero_()
-    return module
-
-
 def module(config: dict | None = None, seed: int = 0) -> torch.nn.Module:
-    """ComfyUI's CausalDiffusionVAE at `config` (default: tiny), random weights, eval mode."""
+    """ComfyUI's CausalDiffusionVAE at `config` (default: tiny), random weights (real_vae.randomise: seeded default
+    initialisation, N(0, 0.1) AdaLN tables, unit latent statistics), eval mode."""
     from comfy.ldm.lightricks.vae.na_diffusion_decoder import CausalDiffusionVAE
 
     return randomise(CausalDiffusionVAE(config=copy.deepcopy(config or TINY_CONFIG)), seed).eval()

@@ -10,26 +10,18 @@ Arguments: those of worker_main.py."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import signal
 import sys
-from pathlib import Path
 
-PACK = Path(__file__).resolve().parents[2]
+from worker_boot import boot
+
 MESSAGE = "injected by the test: this worker cannot run its tiles"
 
 
 def main() -> int:
-    sys.path.pop(0)  # this folder must not shadow top-level modules
-    spec = importlib.util.spec_from_file_location("tdp_worker_main", PACK / "multigpu" / "worker_main.py")
-    worker_main = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(worker_main)
-    args = worker_main.parse_args(sys.argv[1:])
-    sys.path.insert(0, str(Path(args.comfyui_dir).resolve()))  # ComfyUI's model code, as worker_main.main does
-    worker_main.import_pack()
+    worker_main, worker = boot()
     if os.environ.get("TDP_FAULT", "error") == "stall-mid-ack":
-        worker = importlib.import_module(f"{worker_main.PACKAGE}.multigpu.worker")
         ack = worker.Worker._ack
 
         def stall_mid_ack(self, seq: int, error: str) -> None:

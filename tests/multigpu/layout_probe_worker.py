@@ -5,31 +5,19 @@ appended to the file named by $TDP_PROBE_OUT. Arguments: those of worker_main.py
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 
 import torch
-
-PACK = Path(__file__).resolve().parents[2]
+from worker_boot import TESTS, boot, load_file
 
 
 def main() -> int:
-    sys.path.pop(0)  # this folder must not shadow top-level modules
-    spec = importlib.util.spec_from_file_location("tdp_worker_main", PACK / "multigpu" / "worker_main.py")
-    worker_main = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(worker_main)
-    args = worker_main.parse_args(sys.argv[1:])
-    sys.path.insert(0, str(Path(args.comfyui_dir).resolve()))  # ComfyUI's model code, as worker_main.main does
-    worker_main.import_pack()
-    worker = importlib.import_module(f"{worker_main.PACKAGE}.multigpu.worker")
+    worker_main, worker = boot()
     job, out = worker.Worker._job, Path(os.environ["TDP_PROBE_OUT"])
-    spec = importlib.util.spec_from_file_location("tdp_tiny_quant", PACK / "tests" / "ltx_tdp_devkit" / "tiny_quant.py")
-    tiny_quant = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tiny_quant)
+    tiny_quant = load_file("tdp_tiny_quant", TESTS / "ltx_tdp_devkit" / "tiny_quant.py")
     recorder = tiny_quant.LayoutRecorder
 
     def probed(self, msg):

@@ -4,31 +4,16 @@ is appended (one line, bytes) to the file named by $TDP_METER_OUT. Arguments: th
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1]
-PACK = TESTS.parent
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from worker_boot import TESTS, boot, load_file
 
 
 def main() -> int:
-    sys.path.pop(0)  # this folder must not shadow top-level modules
-    worker_main = _load("tdp_worker_main", PACK / "multigpu" / "worker_main.py")
-    args = worker_main.parse_args(sys.argv[1:])
-    sys.path.insert(0, str(Path(args.comfyui_dir).resolve()))  # ComfyUI's model code, as worker_main.main does
-    worker_main.import_pack()
-    meter = _load("tdp_memory", TESTS / "ltx_tdp_devkit" / "memory.py").PeakTensorBytes
-    worker = importlib.import_module(f"{worker_main.PACKAGE}.multigpu.worker")
+    worker_main, worker = boot()
+    meter = load_file("tdp_memory", TESTS / "ltx_tdp_devkit" / "memory.py").PeakTensorBytes
     gather, out = worker.Worker._gather, Path(os.environ["TDP_METER_OUT"])
 
     def metered(self, *a, **kw):

@@ -53,7 +53,7 @@ class Session:
         self.port, self._pg = settings.port, False
         self.env_at_init: dict[str, str | None] = {}  # the NCCL variables as init_process_group saw them
         self.ended: str | None = None  # "aborted" or "destroyed": how the process group ended
-        self.stats: collections.Counter[str] = collections.Counter()  # rank 0's seconds per phase, jobs, bytes
+        self.stats: collections.Counter[str] = collections.Counter()  # rank 0's seconds per phase, jobs, bytes, timeouts waited out
 
     # -- start --------------------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -221,10 +221,13 @@ class Session:
 
     def collective(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> None:
         """Run `fn(*args, async_op=True)` (or `fn()` when it returns its work) and wait at most the timeout."""
+        started = time.monotonic()
         try:
             work = fn(*args, async_op=True, **kwargs) if args else fn()
             work.wait(self.timeout)
         except Exception as e:
+            if time.monotonic() - started >= self.settings.timeout_s:
+                self.stats["timeouts"] += 1  # waited it out (a dead peer fails at once: connection closed)
             raise self.fail(what, e) from None
 
     def wait_acks(self, seq: int, what: str) -> None:
@@ -236,6 +239,7 @@ class Session:
                 self.store.wait([f"done/{seq}"], self.timeout)
             except dist.DistStoreError as e:
                 late = e  # named below
+                self.stats["timeouts"] += 1
         acked = [r for r, k in zip(self.workers, keys) if self.store.check([k])]
         errors = [(r, v) for r, v in zip(acked, self.store.multi_get([keys[r - 1] for r in acked]) if acked else []) if v]
         if errors:

@@ -1,11 +1,12 @@
-"""Faults: a killed or silent worker fails the prompt in time with its rank named, leaves no process
-behind, and the next run starts fresh workers; an interrupt stops every rank and keeps the group."""
+"""Faults: a killed or silent worker fails the prompt with its rank named, after waiting out no timeout (killed)
+or exactly one (silent), leaves no process behind, and the next run starts fresh workers; an interrupt stops
+every rank and keeps the group. The count of timeouts waited out is rank 0's own record
+(`Session.stats["timeouts"]`), so these tests do not depend on how fast a loaded machine runs."""
 
 from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 
@@ -15,30 +16,29 @@ from ltx_tdp_devkit.ltx_helpers import ksample, tdp_2x2
 pytestmark = pytest.mark.distributed
 
 
-@pytest.mark.parametrize("sig, timeout_s, expected", [
-    (signal.SIGKILL, 20.0, "was killed by SIGKILL"),
-    (signal.SIGSTOP, 6.0, "stopped answering"),
+@pytest.mark.parametrize("sig, timeout_s, expected, timeouts", [
+    (signal.SIGKILL, 60.0, "was killed by SIGKILL", 0),
+    (signal.SIGSTOP, 10.0, "stopped answering", 1),
 ], ids=["killed", "stopped"])
-def test_a_failed_worker_fails_the_prompt_in_time_naming_its_rank_and_the_next_run_works(
-        comfy, ltxv, group_factory, live_workers, sig, timeout_s, expected):
+def test_a_failed_worker_fails_the_prompt_naming_its_rank_and_the_next_run_works(
+        comfy, ltxv, group_factory, live_workers, sig, timeout_s, expected, timeouts):
     from ltx_tdp.multigpu.settings import TDPGroupError
 
     group = group_factory(2, timeout_s=timeout_s)
     reference = ksample(comfy, tdp_2x2(ltxv), fault_latent(), steps=3)
-    victim = group.session().procs[1].pid
-    hit: list[float] = []
+    session = group.session()
+    victim = session.procs[1].pid
 
     def strike() -> None:
         os.kill(victim, sig)
-        hit.append(time.monotonic())
 
     model = on_rank0_tile(tdp_2x2(ltxv, group), 3, strike)  # rank 0 runs 2 of 4 tiles: mid-call 2 of 3
     with pytest.raises(TDPGroupError) as failure:
         ksample(comfy, model, fault_latent(), steps=3)
-    took = time.monotonic() - hit[0]
     message = str(failure.value)
     assert "rank 1" in message and expected in message, message
-    assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
+    assert session.stats["timeouts"] == timeouts, \
+        f"rank 0 waited out {session.stats['timeouts']} timeouts before failing (expected {timeouts})"
     assert not live_workers(), f"worker processes left after the failure: {live_workers()}"
 
     again = ksample(comfy, tdp_2x2(ltxv, group), fault_latent(), steps=3)

@@ -1,5 +1,6 @@
 """Headless: an API-format TDP workflow with the launcher runs over `POST /prompt`; a killed worker fails
-the next prompt with its rank named, and the server then runs the next prompt on fresh workers."""
+the next prompt with its rank named, without waiting out the group's timeout (600 s here, far longer than the
+240 s the test gives a prompt), and the server then runs the next prompt on fresh workers."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _prompt(model_names) -> dict:
     prompt = tdp_upscale_prompt(unet_name=model_names["ltxv"], vae_name=model_names["vae"], width=256, height=256,
                                 length=9, seed=seed, filename_prefix=f"tdp_mgpu_{seed}")
     prompt["group"] = {"class_type": "LTXTDPMultiGPULauncher",
-                       "inputs": {"ranks": 2, "devices": "", "backend": "auto", "timeout_s": 30,
+                       "inputs": {"ranks": 2, "devices": "", "backend": "auto", "timeout_s": 600,
                                   "address": "127.0.0.1", "port": 0, "external_workers": False}}
     prompt["tdp"]["inputs"]["tdp_group"] = ["group", 0]
     return prompt
@@ -50,13 +51,10 @@ def test_launcher_workflow_runs_and_survives_a_killed_worker(comfy_server, model
     assert len(workers) == 1, f"expected one worker of the server, found {workers}"
 
     os.kill(workers[0], signal.SIGKILL)
-    start = time.monotonic()
     with pytest.raises(PromptFailed) as failure:
         comfy_server.run(_prompt(model_names), timeout=240)
-    took = time.monotonic() - start
     message = str(failure.value)
     assert "rank 1" in message and "SIGKILL" in message, message
-    assert took <= 30 + 10, f"the failed prompt took {took:.1f} s (limit: timeout 30 s + 10 s)"
     assert _workers_of(comfy_server.proc.pid) == [], "a worker process was left behind"
 
     entry = comfy_server.run(_prompt(model_names), timeout=240)
@@ -86,10 +84,10 @@ def test_workers_end_when_comfyui_is_killed(comfy_dir, comfy_base, model_names):
         workers = _workers_of(server.proc.pid)
         assert workers, "the launcher started no worker"
         os.kill(server.proc.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120  # a guard against workers that never leave, not a speed limit
         while any(_alive(p) for p in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
         left = [p for p in workers if _alive(p)]
-        assert not left, f"workers {left} outlived the killed ComfyUI by 10 s"
+        assert not left, f"workers {left} outlived the killed ComfyUI (still there after 120 s)"
     finally:
         server.stop()

@@ -2,7 +2,8 @@
 all_reduce, fails the call with its rank named, rank 0 aborts the group and no process is left; the NCCL
 error handling that keeps the watchdog from killing ComfyUI is in force before the group starts. (An
 interrupt during a 2- or 3-rank call: test_faults.py.) A worker frozen halfway through its ack is named after
-one timeout."""
+one timeout. How many timeouts rank 0 waited out before failing is its own record (`Session.stats["timeouts"]`):
+these tests assert that count, not wall time, so a loaded machine cannot fail them."""
 
 from __future__ import annotations
 
@@ -23,14 +24,14 @@ pytestmark = pytest.mark.distributed
 NCCL_REASON = "the NCCL fault test needs two CUDA GPUs (this machine has %d)" % torch.cuda.device_count()
 
 
-@pytest.mark.parametrize("backend, devices, sig, timeout_s, expected", [
-    ("gloo", ("cpu", "cpu"), signal.SIGKILL, 20.0, "was killed by SIGKILL"),
-    ("gloo", ("cpu", "cpu"), signal.SIGSTOP, 10.0, "stopped answering"),
-    pytest.param("nccl", ("cuda:0", "cuda:1"), signal.SIGKILL, 20.0, "was killed by SIGKILL",
+@pytest.mark.parametrize("backend, devices, sig, timeout_s, expected, timeouts", [
+    ("gloo", ("cpu", "cpu"), signal.SIGKILL, 60.0, "was killed by SIGKILL", 0),
+    ("gloo", ("cpu", "cpu"), signal.SIGSTOP, 10.0, "stopped answering", 1),
+    pytest.param("nccl", ("cuda:0", "cuda:1"), signal.SIGKILL, 60.0, "was killed by SIGKILL", 0,
                  marks=pytest.mark.skipif(torch.cuda.device_count() < 2, reason=NCCL_REASON)),
 ], ids=["gloo-killed", "gloo-stopped", "nccl-killed"])
 def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_lives_on(
-        comfy, ltxv, live_workers, backend, devices, sig, timeout_s, expected):
+        comfy, ltxv, live_workers, backend, devices, sig, timeout_s, expected, timeouts):
     import torch.distributed as dist
 
     from ltx_tdp.multigpu.group import get_group
@@ -40,7 +41,6 @@ def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_live
     reference = ksample(comfy, tdp_2x2(ltxv), fault_latent(), steps=3)
     session = group.session()
     victim = session.procs[1].pid
-    hit: list[float] = []
 
     def strike_after_ack() -> None:
         """Rank 0's last tile of call 2: wait until rank 1 acked this call, then signal it."""
@@ -49,15 +49,14 @@ def test_a_worker_failing_after_its_ack_fails_the_call_naming_it_and_rank_0_live
             assert time.monotonic() < deadline, f"rank 1 never acked message {session.pending}"
             time.sleep(0.01)
         os.kill(victim, sig)
-        hit.append(time.monotonic())
 
     model = on_rank0_tile(tdp_2x2(ltxv, group), 4, strike_after_ack)  # rank 0 runs tiles 0, 2: call 2, its 2nd
     with pytest.raises(TDPGroupError) as failure:
         ksample(comfy, model, fault_latent(), steps=3)
-    took = time.monotonic() - hit[0]
     message = str(failure.value)
     assert "rank 1" in message and expected in message, message
-    assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
+    assert session.stats["timeouts"] == timeouts, \
+        f"rank 0 waited out {session.stats['timeouts']} timeouts before failing (expected {timeouts})"
     assert not live_workers(), f"worker processes left after the failure: {live_workers()}"
     assert session.ended == "aborted" and not dist.is_initialized(), \
         f"rank 0 did not abort the process group after the fault (it was {session.ended})"
@@ -102,13 +101,13 @@ def test_a_worker_frozen_between_its_ack_and_its_count_is_named_within_the_timeo
     try:
         group = group_factory(2, timeout_s=timeout_s, external_workers=True, port=port, address="127.0.0.1")
         x = fault_latent()["samples"]
-        start = time.monotonic()
+        session = group.session()
         with pytest.raises(TDPGroupError) as failure:
             call_model(tdp_2x2(ltxv, group), x, 0.6)
-        took = time.monotonic() - start
         message = str(failure.value)
         assert "rank 1" in message and "stopped answering" in message, message
-        assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
+        assert session.stats["timeouts"] == 1, \
+            f"rank 0 waited out {session.stats['timeouts']} timeouts before naming the frozen rank (expected 1)"
         assert worker.poll() is None, "the frozen worker should still be there (stopped), not have exited"
     finally:
         worker.kill()  # SIGKILL ends a stopped process too

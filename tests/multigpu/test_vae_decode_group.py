@@ -137,28 +137,27 @@ def test_a_worker_killed_during_the_decode_fails_it_naming_the_rank_and_the_next
         vae, group_factory, live_workers):
     import os
     import signal
-    import time
 
     from ltx_tdp.multigpu.settings import TDPGroupError
 
-    timeout_s = 20.0
-    group = group_factory(2, timeout_s=timeout_s)
-    victim = group.session().procs[1].pid
+    group = group_factory(2, timeout_s=60.0)
+    session = group.session()
+    victim = session.procs[1].pid
     shape, settings = LAYOUTS["2x2x2-tiles"]
     x = randn(1, 128, *shape, seed=1)
-    hit: list[float] = []
+    hit: list[int] = []
 
     def kill_rank_1(done: int, total: int) -> None:
         if not hit:
             os.kill(victim, signal.SIGKILL)
-            hit.append(time.monotonic())
+            hit.append(done)
 
     with pytest.raises(TDPGroupError) as failure:
         _over(group, vae, x, progress=kill_rank_1, **settings)
-    took = time.monotonic() - hit[0]
     message = str(failure.value)
     assert "rank 1" in message and "was killed by SIGKILL" in message, message
-    assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s:.0f} s + 10 s)"
+    assert session.stats["timeouts"] == 0, \
+        f"rank 0 waited out {session.stats['timeouts']} timeouts before seeing the killed worker (expected 0)"
     assert not live_workers(), f"worker processes left after the failure: {live_workers()}"
     err = (_over(group, vae, x, **settings) - _single(vae, x, **settings)).abs().max().item()
     assert err <= LIMIT, f"the decode after the failure differs from single-process by {err:.3e}"

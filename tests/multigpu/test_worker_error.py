@@ -4,7 +4,6 @@ collective is left waiting, and rank 0 serves the next prompt on a fresh group."
 from __future__ import annotations
 
 import sys
-import time
 
 import pytest
 import torch
@@ -29,13 +28,13 @@ def test_a_workers_error_text_reaches_rank_0_with_its_rank_named(comfy, comfy_di
     try:
         group = group_factory(2, timeout_s=timeout_s, external_workers=True, port=port, address="127.0.0.1")
         x = torch.randn(1, 128, 2, 8, 10, generator=torch.Generator().manual_seed(7))
-        start = time.monotonic()
+        session = group.session()
         with pytest.raises(TDPGroupError) as failure:
             call_model(tdp_2x2(ltxv, group), x, 0.6)
-        took = time.monotonic() - start
         message = str(failure.value)
         assert "rank 1" in message and MESSAGE in message, message
-        assert took <= timeout_s + 10, f"the failure took {took:.1f} s (limit: timeout {timeout_s} s + 10 s)"
+        assert session.stats["timeouts"] == 0, \
+            f"rank 0 waited out {session.stats['timeouts']} timeouts although the worker reported its error"
         code = worker.wait(timeout=30)
         assert code is not None, "the failed worker kept running after rank 0 ended the group"
     finally:

@@ -10,6 +10,12 @@ import json
 import os
 from pathlib import Path
 
+# Intel MKL's fp32 GEMM may round differently depending on the memory alignment of its operands unless its
+# conditional numerical reproducibility is strict; the bit-for-bit comparisons of a worker group against one
+# process (tests/multigpu) then differed by up to 1e-6 on an AMD EPYC (AVX-512) machine for layers computed from
+# an on-the-fly weight. Read by MKL in this process and inherited by every worker it starts; set before torch loads.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
 import pytest
 import torch
 

@@ -13,8 +13,9 @@ from .paths import PACK_ROOT
 
 def start_test_worker(script: str, comfy_dir: Path, port: int, timeout_s: float, **env: str) -> subprocess.Popen:
     """tests/multigpu/`script` as rank 1 of a 2-rank CPU group whose rank 0 listens on 127.0.0.1:`port`, in its
-    own process session, with `env` added to this process's environment."""
+    own process session, with `env` added to this process's environment; one torch thread, like the groups
+    of tests/multigpu/conftest.py."""
     cmd = [sys.executable, str(PACK_ROOT / "tests" / "multigpu" / script), "--comfyui-dir", str(comfy_dir),
            "--rank", "1", "--world-size", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
-           "--device", "cpu", "--timeout", str(timeout_s)]
+           "--device", "cpu", "--timeout", str(timeout_s), "--threads", "1"]
     return subprocess.Popen(cmd, env={**os.environ, **env}, start_new_session=True)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from ltx_tdp_devkit.ltx_helpers import load_ltxv
 
@@ -35,11 +36,26 @@ def worker_pids() -> list[int]:
 
 
 def make_group(world: int, timeout_s: float = TIMEOUT_S, **kw):
-    """A CPU group of `world` ranks (started on first use), one torch thread per worker."""
+    """A CPU group of `world` ranks (started on first use), one torch thread per worker (see `one_torch_thread`)."""
     from ltx_tdp.multigpu.group import get_group
     from ltx_tdp.multigpu.settings import GroupSettings
 
+    kw.setdefault("threads", 1)
     return get_group(GroupSettings(devices=("cpu",) * world, backend="gloo", timeout_s=timeout_s, **kw))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Rank 0 (this process) computes with one torch thread while a module's tests run, as every worker does.
+
+    With two threads per process, a tiny fp8 model's tiles came out up to 1.4e-6 apart between two processes on
+    an AMD EPYC (AVX-512) machine, even with MKL's strict reproducibility (tests/conftest.py), though each
+    process repeats its own bits: the bit-for-bit comparisons of a group against one process then fail. One
+    thread each gives the same bits, and no more threads than the 2 cores CI has."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module", autouse=True)

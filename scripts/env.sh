@@ -60,24 +60,43 @@ else
 fi
 [ -f "$TDP_COMFYUI_DIR/main.py" ] || { _tdp_log "no ComfyUI main.py in $TDP_COMFYUI_DIR"; exit 2; }
 
-# 2. The virtual environment, keyed by the pins, the tools and ComfyUI's requirements.
-_tdp_key="$( { echo "$TDP_PINS $TDP_TEST_TOOLS"; grep -v -i '^torch' "$TDP_COMFYUI_DIR/requirements.txt"; cat "$_tdp_root/requirements.txt" 2>/dev/null; } | sha256sum | cut -c1-12)"
+# 2. torch, once per machine: one virtual environment holding only the pinned torch, torchvision and torchaudio
+#    (several GB), shared by the environments of every ComfyUI below through a .pth file, so that testing three
+#    ComfyUI versions installs torch once, not three times.
+_tdp_torch="$_tdp_cache/torch-$(echo "$TDP_PINS $(python3 -c 'import sys; print(sys.version_info[:2])')" | sha256sum | cut -c1-12)"
+if [ ! -f "$_tdp_torch/.complete" ]; then
+  _tdp_log "building $_tdp_torch (torch, a few minutes on a fresh machine)"
+  rm -rf "$_tdp_torch"
+  python3 -m venv "$_tdp_torch"
+  printf '%s\n' $TDP_PINS > "$_tdp_torch/constraints.txt"
+  "$_tdp_torch/bin/python" -m pip --disable-pip-version-check -q install --upgrade pip
+  PIP_CONSTRAINT="$_tdp_torch/constraints.txt" "$_tdp_torch/bin/python" -m pip --disable-pip-version-check -q \
+    install $TDP_PINS
+  touch "$_tdp_torch/.complete"
+fi
+
+# 3. The virtual environment of this ComfyUI, keyed by the pins, the tools and ComfyUI's requirements: torch comes
+#    from step 2 (its site-packages after this environment's own, so a package this one installs wins; pip leaves
+#    the shared one alone), everything else is installed here under the pins as constraints.
+_tdp_key="$( { echo "$TDP_PINS $TDP_TEST_TOOLS shared-torch"; grep -v -i '^torch' "$TDP_COMFYUI_DIR/requirements.txt"; cat "$_tdp_root/requirements.txt" 2>/dev/null; } | sha256sum | cut -c1-12)"
 _tdp_venv="$_tdp_cache/venv-$_tdp_key"
 if [ ! -f "$_tdp_venv/.complete" ]; then
-  _tdp_log "building $_tdp_venv (a few minutes on a fresh machine)"
+  _tdp_log "building $_tdp_venv (a minute or two on a fresh machine)"
   rm -rf "$_tdp_venv"
   python3 -m venv "$_tdp_venv"
-  _c="$_tdp_venv/constraints.txt"
-  printf '%s\n' $TDP_PINS > "$_c"
+  _site() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+  _site "$_tdp_torch" > "$(_site "$_tdp_venv")/_ltx_tdp_torch.pth"
+  _c="$_tdp_torch/constraints.txt"
   _pip=("$_tdp_venv/bin/python" -m pip --disable-pip-version-check -q)
   "${_pip[@]}" install --upgrade pip
-  # torch first and on its own, so that nothing else can choose a torch.
-  PIP_CONSTRAINT="$_c" "${_pip[@]}" install $TDP_PINS
+  "$_tdp_venv/bin/python" -c "import torch, torchvision, torchaudio" \
+    || { _tdp_log "torch from $_tdp_torch does not import in $_tdp_venv"; exit 2; }
   _req="$_tdp_venv/comfyui-requirements.txt"
   grep -v -i -E '^(torch|torchvision|torchaudio)\b' "$TDP_COMFYUI_DIR/requirements.txt" > "$_req"
   PIP_CONSTRAINT="$_c" "${_pip[@]}" install -r "$_req"
   [ -f "$_tdp_root/requirements.txt" ] && PIP_CONSTRAINT="$_c" "${_pip[@]}" install -r "$_tdp_root/requirements.txt"
   PIP_CONSTRAINT="$_c" "${_pip[@]}" install $TDP_TEST_TOOLS
+  "${_pip[@]}" check >&2 || _tdp_log "pip check reports conflicts (above) in $_tdp_venv"
   touch "$_tdp_venv/.complete"
 fi
 flock -u 9

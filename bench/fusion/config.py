@@ -97,7 +97,7 @@ class FusionConfig:
         return hashlib.sha256((blob + CODE_VERSION).encode()).hexdigest()[:12]
 
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"
 """Bump when the methods or metrics change in a way the config does not show (invalidates cached figures)."""
 
 SMOKE = FusionConfig(train=QUALITY_SMOKE.train, samplers=("euler_ancestral", "dpmpp_2m_sde"), videos=1,

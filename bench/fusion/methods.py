@@ -8,6 +8,8 @@ sampler), with the model tokens it processes counted at the model call.
 * `ltxv_tiled_fusion`: LTXV Tiled Fusion Sampler rebuilt from its public description (`peer`), at its default
   tile scaled to this model's position range;
 * `ltxv_tiled_fusion_tdp_tiles`: the same step fusion on the pack's tiles and overlap (equal cost with `tdp`);
+* `ltxv_tiled_fusion_one_tile`: the same with one tile, the whole frame: what its per-step sampler calls do to a
+  sampler, without tiling (untiled in space, measured like `full`);
 * `ltxv_tiled_sampler`: LTXV Tiled Sampler's way, rebuilt from its public description: every tile (the pack's)
   sampled to the end on its own, blended once at the end with the pack's windows (the quality benchmark's (d)).
 """
@@ -28,6 +30,8 @@ from .peer import Weighted, layout_of, mixing, tiled_fusion_sampler
 from .shifted import grid_shifts, shifted_tdp
 
 TOKENS_KEY = "ltx_tdp_bench_tokens"
+UNTILED = ("full", "ltxv_tiled_fusion_one_tile")
+"""The methods untiled in space: measured at the pack's grid, no tile edges drawn."""
 
 
 def methods(cfg: FusionConfig, cells: int | None = None) -> tuple[str, ...]:
@@ -35,7 +39,7 @@ def methods(cfg: FusionConfig, cells: int | None = None) -> tuple[str, ...]:
     with more tiles may not: 3 x 3 with overlap 5 needs 20 cells)."""
     more = [(h, w) for h, w in cfg.more_tiles if cells is None or _fits(h, cfg.overlap, cells) and _fits(w, cfg.overlap, cells)]
     return ("full", "tdp", *(f"tdp_{h}x{w}" for h, w in more), *(f"tdp_grid_cycle{c}" for c in cfg.grid_cycles),
-            "ltxv_tiled_fusion", "ltxv_tiled_fusion_tdp_tiles", "ltxv_tiled_sampler")
+            "ltxv_tiled_fusion", "ltxv_tiled_fusion_tdp_tiles", "ltxv_tiled_fusion_one_tile", "ltxv_tiled_sampler")
 
 
 def _fits(tiles: int, overlap: int, cells: int) -> bool:
@@ -54,6 +58,17 @@ def pack_tiles(cfg: FusionConfig, method: str) -> tuple[int, int] | None:
     return (int(h), int(w)) if method.startswith("tdp_") and sep and h.isdigit() and w.isdigit() else None
 
 
+def short_label(cfg: FusionConfig, method: str) -> str:
+    """A method's name in a picture's column title."""
+    if method.startswith("tdp_grid_cycle"):
+        return f"pack, grid cycle {method.removeprefix('tdp_grid_cycle')}"
+    if (tiles := pack_tiles(cfg, method)) is not None:
+        return f"pack {tiles[0]}x{tiles[1]}"
+    return {"full": "untiled", "ltxv_tiled_fusion": "Tiled Fusion,\nits default",
+            "ltxv_tiled_fusion_tdp_tiles": "Tiled Fusion,\npack's tiles", "ltxv_tiled_fusion_one_tile": "Tiled Fusion,\none tile",
+            "ltxv_tiled_sampler": "Tiled Sampler,\nblend at end"}[method]
+
+
 def label(cfg: FusionConfig, method: str) -> str:
     """How the page names a method."""
     p = cfg.peer_tile
@@ -67,6 +82,7 @@ def label(cfg: FusionConfig, method: str) -> str:
         "full": "untiled",
         "ltxv_tiled_fusion": f"LTXV Tiled Fusion, its default ({p.height}x{p.width} cells, ov {p.overlap_h}x{p.overlap_w})",
         "ltxv_tiled_fusion_tdp_tiles": f"LTXV Tiled Fusion, the pack's tiles ({pack})",
+        "ltxv_tiled_fusion_one_tile": "LTXV Tiled Fusion, one tile (its sampler calls, untiled)",
         "ltxv_tiled_sampler": f"LTXV Tiled Sampler, blend at end ({pack})",
     }[method]
 
@@ -95,7 +111,7 @@ def counted(model: Any) -> tuple[Any, TokenCount]:
 
 def grids(cfg: FusionConfig, method: str, height: int, width: int) -> list[list[Weighted]]:
     """The tile grids `method` blends with on an H x W frame (one per distinct model-call grid); the untiled
-    refine is measured at the pack's grid."""
+    refines (`full`, `ltxv_tiled_fusion_one_tile`) are measured at the pack's grid."""
     pack = dict(tiles=cfg.tiles, overlap=cfg.overlap)
     if method.startswith("tdp_grid_cycle"):
         cycle = int(method.removeprefix("tdp_grid_cycle"))
@@ -147,8 +163,9 @@ class Methods:
             model = self.model
         if method.startswith("ltxv_tiled_fusion"):
             (inner,) = run_node("KSamplerSelect", sampler_name=sampler)
-            layout = (layout_of("peer", tile=cfg.peer_tile) if method == "ltxv_tiled_fusion" else
-                      layout_of("pack", tiles=cfg.tiles, overlap=cfg.overlap, window="gaussian"))
+            layout = {"ltxv_tiled_fusion": layout_of("peer", tile=cfg.peer_tile),
+                      "ltxv_tiled_fusion_tdp_tiles": layout_of("pack", tiles=cfg.tiles, overlap=cfg.overlap, window="gaussian"),
+                      "ltxv_tiled_fusion_one_tile": layout_of("pack", tiles=(1, 1), overlap=0, window="gaussian")}[method]
             sample_with = tiled_fusion_sampler(inner, layout)
         model, counter = counted(model)
         runner = Refiner(model, self.conditioning)

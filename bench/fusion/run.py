@@ -11,10 +11,7 @@ fusion_*.png. Options: --timing (measure the wall times again, e.g. on a quiet m
 
 from __future__ import annotations
 
-import argparse
-import atexit
 import logging
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,24 +23,12 @@ log = logging.getLogger("ltx_tdp.bench.fusion")
 
 def main() -> None:
     import_pack()
-    from ltx_tdp.bench.quality.run import REPO, default_cache
+    from ltx_tdp.bench.quality.run import arguments, start
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="minimum size, results to a temporary folder")
+    parser = arguments(__doc__)
     parser.add_argument("--timing", action="store_true", help="measure the wall times again and rewrite the page")
-    parser.add_argument("--fresh", action="store_true", help="refine again even if the figures are cached")
-    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
-    parser.add_argument("--cache", type=Path, default=default_cache())
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    cache = args.cache
-    if args.smoke:  # a fresh cache, removed at the end; the results stay in a temporary folder to look at
-        cache = Path(tempfile.mkdtemp(prefix="ltx_tdp_fusion_"))
-        atexit.register(shutil.rmtree, cache, True)
-    comfy_runtime.start_script(cache / "comfy_base")
-    comfy_runtime.quiet()
-    for name in ("ltx_tdp.bench.fusion", "ltx_tdp.bench.quality"):
-        logging.getLogger(name).setLevel(logging.INFO)
+    cache = start(args, "ltx_tdp.bench.fusion", "ltx_tdp.bench.quality")
     # The patcher warns at every refine (first sigma 0.85 is above its drift warning; 2 x 2 tiles at 2S are larger
     # than the range); the page says both once.
     logging.getLogger("ltx_tdp.ltx.model.patch").setLevel(logging.ERROR)

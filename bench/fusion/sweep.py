@@ -12,10 +12,10 @@ import contextlib
 import json
 import logging
 import os
-from math import nan
 import statistics
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from math import nan
 from pathlib import Path
 
 import torch
@@ -27,7 +27,8 @@ from ..quality.sweep import noise_for
 from ..quality.train import Trained
 from .config import Case, FusionConfig
 from .methods import Methods, grids, methods, mixing_of
-from .peer import Weighted
+from .peer import Weighted, layout_of
+from .shifted import grid_shifts
 
 log = logging.getLogger("ltx_tdp.bench.fusion")
 
@@ -47,14 +48,31 @@ class Row:
     psnr_gt: float
     seam: float
     """Seam score at the method's own tile edges (`edges`); NaN when no edge is left to measure at."""
+    seam_untiled: float
+    """The untiled refine's (same sampler) at the same edges: what the same model and noise give without tiles."""
     seam_gt: float
-    """The ground truth's seam score at the same edges (what "no seam" scores there)."""
+    """The ground truth's at the same edges."""
+    seam_common: float
+    """Seam score at the edges of the pack's grid at every shift the grid cycles use, 0 included (`common_edges`):
+    the one set of lines at which the pack and its shifted grids are compared."""
     texture: float
     """High-pass energy of the output in its most blended cells over its least blended ones, divided by the same
     ratio of the ground truth: 1 = the blend bands carry the texture and noise the interior does."""
+    texture_untiled: float
+    """The untiled refine's `texture` on the same cells."""
     texture_all: float
     """High-pass energy of the whole output over the ground truth's."""
     tokens: int
+
+    @property
+    def seam_excess(self) -> float:
+        """Seam score over the untiled refine's at the same edges (0: no seam the untiled refine does not have)."""
+        return self.seam - self.seam_untiled
+
+    @property
+    def texture_rel(self) -> float:
+        """`texture` over the untiled refine's on the same cells (1: the blend bands as untiled has them)."""
+        return self.texture / self.texture_untiled
 
 
 @dataclass
@@ -92,6 +110,13 @@ def edges(layouts: list[list[Weighted]], n: int) -> tuple[tuple[int, ...], tuple
         found = {e for g in layouts for tile in g for e in (tile[axis].start, tile[axis].stop) if 0 < e < n}
         out.append(tuple(sorted(found)) if len(found) <= (n - 1) / 2 else ())
     return out[0], out[1]
+
+
+def common_edges(cfg: FusionConfig, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The edges of the pack's grid on an n x n frame at shift 0 and at every shift of `cfg.grid_cycles`."""
+    shifts = sorted({0, *(s for c in cfg.grid_cycles for s in grid_shifts(c, cfg.overlap))})
+    return edges([layout_of("pack", tiles=cfg.tiles, overlap=cfg.overlap, window="trapezoid", shift=s)(n, n)
+                  for s in shifts], n)
 
 
 def texture(out: torch.Tensor, gt: torch.Tensor, mix: torch.Tensor) -> float:
@@ -195,14 +220,18 @@ def _refine(cfg: FusionConfig, bench: Methods, case: Case, sampler: str, bar) ->
             if not torch.isfinite(runs[method].out).all():
                 raise RuntimeError(f"{method} with {sampler} gave a non-finite output ({case.name}, video {v})")
             bar.update(1)
-        reference = gt if case.reference == "ground truth" else runs["full"].out
+        untiled = runs["full"].out
+        reference = gt if case.reference == "ground truth" else untiled
+        common = common_edges(cfg, n)
         for method, r in runs.items():
             at = edges(grids(cfg, method, n, n), n)
+            seam = (lambda x: seam_score(x, at)) if any(at) else (lambda x: nan)  # noqa: E731
+            mix = mixing_of(cfg, method, n, n)
             part.rows.append(Row(
                 case=case.name, sampler=sampler, method=method, video=v,
                 psnr=psnr(r.out, reference), psnr_gt=psnr(r.out, gt),
-                seam=seam_score(r.out, at) if any(at) else nan, seam_gt=seam_score(gt, at) if any(at) else nan,
-                texture=texture(r.out, gt, mixing_of(cfg, method, n, n)),
+                seam=seam(r.out), seam_untiled=seam(untiled), seam_gt=seam(gt), seam_common=seam_score(r.out, common),
+                texture=texture(r.out, gt, mix), texture_untiled=texture(untiled, gt, mix),
                 texture_all=float(highpass_energy(r.out).mean() / highpass_energy(gt).mean()),
                 tokens=r.tokens))
         if v == 0:
@@ -222,5 +251,19 @@ def mean(rows: list[Row], attr: str, **match) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def rows_as_dicts(rows: list[Row]) -> list[dict]:
-    return [asdict(r) for r in rows]
+FIGURES = ("psnr", "psnr_gt", "seam", "seam_untiled", "seam_gt", "seam_common", "seam_excess", "texture",
+           "texture_untiled", "texture_rel", "texture_all", "tokens")
+
+
+def summary(rows: list[Row]) -> dict:
+    """{case: {sampler: {method: {figure: mean over the videos, and "videos": how many}}}} (fusion.json)."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r.case, {}).setdefault(r.sampler, {}).setdefault(r.method, None)
+    for case, samplers in out.items():
+        for sampler, found in samplers.items():
+            for method in found:
+                match = dict(case=case, sampler=sampler, method=method)
+                found[method] = {"videos": sum(all(getattr(r, k) == v for k, v in match.items()) for r in rows),
+                                 **{f: mean(rows, f, **match) for f in FIGURES}}
+    return out

@@ -88,8 +88,10 @@ def test_the_whole_comparison_runs_and_writes_its_page(comfy, smoke_trained, tmp
         assert heading in text, f"{heading!r} missing from the page:\n{text[:400]}"
     for s in SMOKE.samplers:
         assert (tmp_path / f"fusion_{s}.png").stat().st_size > 0, s
-    rows = json.loads((tmp_path / "fusion.json").read_text())["rows"]
-    expected = SMOKE.videos * len(SMOKE.samplers) * sum(len(methods(SMOKE, c.cells)) for c in SMOKE.cases())
-    assert len(rows) == expected, f"{len(rows)} rows, expected {expected}"
-    bad = [r for r in rows if not all(math.isfinite(r[k]) for k in ("psnr_gt", "texture_all")) or r["tokens"] <= 0]
+    summary = json.loads((tmp_path / "fusion.json").read_text())["summary"]
+    cells = [(c.name, s, m, f) for c in SMOKE.cases() for s in SMOKE.samplers for m, f in summary[c.name][s].items()]
+    expected = len(SMOKE.samplers) * sum(len(methods(SMOKE, c.cells)) for c in SMOKE.cases())
+    assert len(cells) == expected, f"{len(cells)} (case, sampler, method) figures, expected {expected}"
+    bad = [x for x in cells if x[3]["videos"] != SMOKE.videos or x[3]["tokens"] <= 0
+           or not all(math.isfinite(x[3][k]) for k in ("psnr_gt", "texture_all"))]
     assert not bad, bad[:3]

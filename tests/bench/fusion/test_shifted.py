@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from ltx_tdp.bench.fusion.config import FusionConfig
-from ltx_tdp.bench.fusion.shifted import ShiftedAxisTiling, grid_shifts, shifted_tiling
+from ltx_tdp.bench.fusion.shifted import ShiftedAxisTiling, ShiftedGridWrapper, grid_shifts, shifted_tiling
 from ltx_tdp.tiling import VIDEO_AXES, TilingError, max_valid_overlap, plan_tiles
 
 
@@ -73,3 +74,14 @@ def test_a_shift_that_leaves_a_tile_too_short_is_refused():
         ShiftedAxisTiling(2, 5, -14).intervals(32)  # the first tile would be [0, 5): all ramp
     shortest = ShiftedAxisTiling(2, 5, -13).intervals(32)
     assert (shortest[0].start, shortest[0].end) == (0, 6), shortest
+
+
+def test_each_model_call_takes_the_grid_of_its_step():
+    """The wrapper's choice alone, with stand-ins for the pack's per-grid wrappers that record which one ran
+    (the real ones run in the smoke test through ComfyUI)."""
+    seen = []
+    grids = tuple((lambda k: lambda executor, x, t, *args, **kwargs: seen.append(k))(k) for k in range(2))
+    sigmas = torch.tensor([0.85, 0.725, 0.4219, 0.0])
+    for sigma in sigmas[:-1]:
+        ShiftedGridWrapper(grids)(None, None, sigma.reshape(1), None, None, None, {"sample_sigmas": sigmas})
+    assert seen == [0, 1, 0], seen

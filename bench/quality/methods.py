@@ -53,13 +53,16 @@ class Refiner:
     model: Any
     conditioning: list
 
-    def sample(self, model: Any, clean: torch.Tensor, noise: torch.Tensor, sigmas: tuple[float, ...]) -> torch.Tensor:
-        """The refined latent: `clean` noised to sigmas[0] with `noise`, then denoised along `sigmas`."""
+    def sample(self, model: Any, clean: torch.Tensor, noise: torch.Tensor, sigmas: tuple[float, ...],
+               sampler: Any = "euler", seed: int = 0) -> torch.Tensor:
+        """The refined latent: `clean` noised to sigmas[0] with `noise`, then denoised along `sigmas` by `sampler`
+        (a KSamplerSelect name or a SAMPLER) with `seed` (the seed of the sampler's own noise, if it adds any)."""
         from ltx_tdp_devkit.comfy_runtime import run_node
 
         (guider,) = run_node("BasicGuider", model=model, conditioning=self.conditioning)
-        (sampler,) = run_node("KSamplerSelect", sampler_name="euler")
-        out, _ = run_node("SamplerCustomAdvanced", noise=FixedNoise(noise), guider=guider, sampler=sampler,
+        if isinstance(sampler, str):
+            (sampler,) = run_node("KSamplerSelect", sampler_name=sampler)
+        out, _ = run_node("SamplerCustomAdvanced", noise=FixedNoise(noise, seed), guider=guider, sampler=sampler,
                           sigmas=torch.tensor(sigmas, dtype=torch.float32), latent_image={"samples": clean})
         return out["samples"].float()
 
@@ -83,15 +86,16 @@ class Refiner:
         return model
 
     def tiles_alone(self, clean: torch.Tensor, noise: torch.Tensor, sigmas: tuple[float, ...],
-                    tiling: Any) -> tuple[torch.Tensor, float]:
-        """Every tile refined as its own latent, blended once with the pack's windows; also the RMS
-        disagreement of neighbouring tiles where they overlap (0 without overlap)."""
+                    tiling: Any, sampler: str = "euler") -> tuple[torch.Tensor, float]:
+        """Every tile refined as its own latent (tile k with seed k), blended once with the pack's windows;
+        also the RMS disagreement of neighbouring tiles where they overlap (0 without overlap)."""
         plan = plan_tiles(clean.shape[-3:], tiling.axes, VIDEO_AXES)
         results: dict[int, torch.Tensor] = {}
 
         def evaluate(tile: Tile) -> torch.Tensor:
             region = (Ellipsis, *tile.slices)
-            results[tile.index] = self.sample(self.model, clean[region].contiguous(), noise[region].contiguous(), sigmas)
+            results[tile.index] = self.sample(self.model, clean[region].contiguous(), noise[region].contiguous(), sigmas,
+                                              sampler, seed=tile.index)
             return results[tile.index]
 
         blended = blend_tiles(plan, evaluate)

@@ -1,4 +1,5 @@
-"""Image-quality figures on latent videos (C, F, H, W): PSNR, PSNR in a band around tile borders, seam score.
+"""Image-quality figures on latent videos (C, F, H, W): PSNR, PSNR in a band around tile borders, seam score,
+high-pass (texture and noise) energy.
 
 Tile borders are where a tile's support starts or ends inside the frame (both edges of every overlap;
 the cut itself when tiles do not overlap), taken from the pack's own interval split, so the figures look
@@ -69,3 +70,11 @@ def seam_score(x: torch.Tensor, borders: tuple[Sequence[int], Sequence[int]]) ->
     if across.numel() == 0 or rest.numel() == 0:
         return 1.0
     return float(across.mean() / rest.mean())
+
+
+def highpass_energy(x: torch.Tensor) -> torch.Tensor:
+    """(H, W) map: the mean over the leading axes of (x - its 3 x 3 box mean)^2, edges replicated: the fine
+    texture and noise a cell carries (0 on a constant; on a linear ramp, 0 away from the frame's edge)."""
+    x = x.float().reshape(-1, 1, *x.shape[-2:])
+    mean = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(x, (1, 1, 1, 1), mode="replicate"), 3, stride=1)
+    return ((x - mean) ** 2).mean(dim=(0, 1))

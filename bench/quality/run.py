@@ -31,23 +31,36 @@ def default_cache() -> Path:
     return Path(os.environ.get("LTX_TDP_CACHE", Path.home() / ".cache" / "ltx-tdp")) / "quality"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(doc: str) -> argparse.ArgumentParser:
+    """The options of every benchmark run.py: --smoke, --fresh, --results DIR, --cache DIR."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="minimum size, results to a temporary folder")
-    parser.add_argument("--train-only", action="store_true", help="train (or find in the cache) and stop")
     parser.add_argument("--fresh", action="store_true", help="run the sweep even if its results are cached")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--cache", type=Path, default=default_cache())
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    return parser
 
+
+def start(args: argparse.Namespace, *loggers: str) -> Path:
+    """Logging (INFO for `loggers`), ComfyUI in this process; returns the cache: `args.cache`, or for --smoke a fresh
+    temporary one removed at exit."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cache = args.cache
     if args.smoke:  # a fresh cache, removed at the end; the results stay in a temporary folder to look at
         cache = Path(tempfile.mkdtemp(prefix="ltx_tdp_quality_"))
         atexit.register(shutil.rmtree, cache, True)
     comfy_runtime.start_script(cache / "comfy_base")
     comfy_runtime.quiet()
-    logging.getLogger("ltx_tdp.bench.quality").setLevel(logging.INFO)
+    for name in loggers:
+        logging.getLogger(name).setLevel(logging.INFO)
+    return cache
+
+
+def main() -> None:
+    parser = arguments(__doc__)
+    parser.add_argument("--train-only", action="store_true", help="train (or find in the cache) and stop")
+    args = parser.parse_args()
+    cache = start(args, "ltx_tdp.bench.quality")
     from ltx_tdp.bench.quality import config, train
 
     cfg = config.SMOKE if args.smoke else config.BenchConfig()

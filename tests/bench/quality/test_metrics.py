@@ -1,4 +1,5 @@
-"""The quality benchmark's figures: seam score, tile borders, border band, PSNR, tile drift (pure torch)."""
+"""The quality benchmark's figures: seam score, tile borders, border band, PSNR, tile drift, high-pass energy
+(pure torch)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from ltx_tdp.bench.quality.methods import overlap_disagreement
-from ltx_tdp.bench.quality.metrics import band_mask, border_positions, psnr, seam_score
+from ltx_tdp.bench.quality.metrics import band_mask, border_positions, highpass_energy, psnr, seam_score
 from ltx_tdp.tiling import AxisTiling, TileCountConfig, plan_tiles
 
 
@@ -81,3 +82,14 @@ def test_tile_disagreement_is_the_rms_difference_on_shared_cells():
     no_overlap = plan_tiles((1, 2, 12), (AxisTiling(1), AxisTiling(1), AxisTiling(2, 0)), ("f", "h", "w"))
     res = {t.index: torch.randn(3, *t.shape) for t in no_overlap.tiles}
     assert overlap_disagreement(no_overlap.tiles, res) == 0.0
+
+
+def test_highpass_energy_is_zero_on_smooth_ramps_and_counts_fine_texture():
+    y, x = torch.meshgrid(torch.arange(10.0), torch.arange(12.0), indexing="ij")
+    ramp = (0.3 * x - 0.7 * y)[None, None]
+    inner = highpass_energy(ramp)[1:-1, 1:-1]
+    assert float(inner.abs().max()) < 1e-10, f"a linear ramp has high-pass energy {float(inner.abs().max()):.2e}"
+    checker = ((x + y) % 2 * 2 - 1)[None, None]  # +-1: 5 of a 3 x 3 neighbourhood share the centre's sign
+    energy = highpass_energy(checker)[1:-1, 1:-1]
+    assert torch.allclose(energy, torch.full_like(energy, (8 / 9) ** 2)), energy[0, :3]
+    assert highpass_energy(torch.zeros(3, 2, 5, 7)).shape == (5, 7)

@@ -1,4 +1,5 @@
-"""A model trained for a few steps with the smoke configuration, shared by the quality tests."""
+"""A model trained for a few steps with the quality benchmark's smoke configuration, shared by the quality and
+fusion benchmarks' tests."""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ export TDP_PYTHON TDP_COMFYUI_DIR PYTHONPATH
 _tdp_log "python: $TDP_PYTHON"
 _tdp_log "ComfyUI: $TDP_COMFYUI_DIR ($("$TDP_PYTHON" -c "import sys; sys.path.insert(0, '$TDP_COMFYUI_DIR'); import comfyui_version; print(comfyui_version.__version__)" 2>/dev/null || echo unknown))"
 
-# >>> ltx-tdp: headless Chromium for the frontend tests (tests/nodes/test_frontend.py) >>>
+# >>> ltx-tdp: headless Chromium for the frontend tests (tests/example_workflows, the template tests) >>>
 # Debian's `chromium`, driven by Playwright (pip `playwright` in TDP_TEST_TOOLS; never `playwright install`).
 # Installed once where apt-get is available and we are root; elsewhere the frontend tests skip with the reason.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,6 +264,30 @@ class Frontend:
                 dismiss.first.click(timeout=2000)
             except Exception:  # noqa: BLE001 - best effort: an overlay only hides part of the screenshot
                 pass
+
+    def template_thumbnails(self, module: str, count: int, timeout_s: float = 60.0) -> dict[str, int]:
+        """Open the template browser on the category of the custom node folder `module`, as a user does, and return
+        the HTTP status of every thumbnail the frontend requests for it (URL -> status), once `count` have come
+        back or `timeout_s` has passed."""
+        seen: dict[str, int] = {}
+        marker = f"/workflow_templates/{module}/"
+
+        def on_response(response: Any) -> None:
+            if marker in response.url and response.url.endswith(".jpg"):
+                seen[response.url] = response.status
+
+        self.page.on("response", on_response)
+        try:
+            self._dismiss_overlays()
+            self.page.evaluate("() => app.extensionManager.command.execute('Comfy.BrowseTemplates')")
+            self.page.get_by_text(module, exact=True).first.click()
+            deadline = time.monotonic() + timeout_s
+            while len(seen) < count and time.monotonic() < deadline:
+                self.page.wait_for_timeout(100)  # a poll: lets Playwright deliver the responses
+        finally:
+            self.page.remove_listener("response", on_response)
+            self.page.keyboard.press("Escape")
+        return seen
 
     def serialize(self) -> dict:
         """The loaded graph as the frontend saves it (UI format)."""

@@ -44,3 +44,11 @@ def test_vae_loader_loads_the_video_vae_as_ltx25s_diffusion_vae_and_the_audio_va
     (audio,) = comfy.run_node("VAELoader", vae_name=ltx25_names["ltx25_audio_vae"])
     assert type(video.first_stage_model).__name__ == "CausalDiffusionVAE", type(video.first_stage_model)
     assert type(audio.first_stage_model).__name__ == "AudioVAE", type(audio.first_stage_model)
+
+
+def test_load_video_reads_the_tiny_clip_with_its_frames_sound_and_frame_rate(comfy, ltx25_names):
+    (video,) = comfy.run_node("LoadVideo", file=ltx25_names["video"])
+    images, audio, fps, _ = comfy.run_node("GetVideoComponents", video=video)
+    assert tuple(images.shape) == (9, 128, 192, 3), f"frames {tuple(images.shape)}, written 9 x 128 x 192"
+    assert fps == 24.0, f"frame rate {fps}, written 24"
+    assert audio is not None and audio["waveform"].abs().max() > 0.1, "the clip's sound track is missing or silent"

@@ -1,7 +1,19 @@
-"""The example workflows' API twins, and the API prompts of ComfyUI's own LTX templates, on the tiny models:
-which files stand in for the real ones, and how a prompt is changed to run on them in seconds (see
-tests/example_workflows/test_example_workflows.py for the rules). The LTX-2.5 templates' loaders (UNETLoader,
-two VAELoaders, CLIPLoader with Gemma 4, the prompt enhancer) need the files of ltx_tdp_devkit.ltx25_files."""
+"""API prompts of the example workflows and of ComfyUI's own LTX templates, on the tiny models: which files stand in
+for the real ones, and how a prompt is changed to run on them in seconds. `tiny_prompt` changes a prompt, and only so:
+
+- model files are mapped to the tiny ones: a checkpoint loader becomes UNETLoader (tiny LTX-Video or LTX-2
+  transformer) plus TDPTestVAELoader (tiny video VAE, the checkpoint's VAE output); the LTX-2.5 split files
+  (UNETLoader, the video and audio VAELoaders) become the tiny files of ltx_tdp_devkit.ltx25_files; the LTX-2 audio VAE,
+  the latent upscaler, the saved latent, the input picture and the input clip are tiny files of the same format;
+- the text encoder is replaced by TDPTestRandomConditioning (real LTX text encoders are many GB): the loader goes
+  away and every CLIPTextEncode becomes a seeded random conditioning; the LTX-2.5 prompt enhancer (an LLM) passes its
+  prompt on;
+- sizes shrink (video 192 x 128 x 9 frames at stage 1, an input clip scaled to 192 x 128, decode tiles of 128 px or
+  256 px for LTX-2.5's diffusion VAE, 3 stage-1 scheduler steps, tile overlaps of 2 latent cells, a 2-rank CPU group)
+  so that a prompt takes seconds on a CPU.
+
+Everything else (nodes, links, samplers, sigmas, TDP settings) runs as the user gets it.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +32,9 @@ TINY_LATENT = "tdp_tiny_video.latent"
 
 STAGE1_SIZE = {"width": 192, "height": 128, "length": 9}
 DECODE_TILES = {"spatial_tile": 128, "spatial_overlap": 32}
+DIFFUSION_DECODE_TILES = {"spatial_tile": 256, "spatial_overlap": 0}
+"""LTX-2.5's diffusion video VAE (the tiny one reaches 9 latent cells): each tile decodes nearly the whole tiny frame
+as its context, so two tiles of 256 px (of 384 x 256) test the tiling where 128 px tiles would decode twelve."""
 GROUP_RANKS = 2
 
 
@@ -55,6 +70,7 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     prompt = copy.deepcopy(twin)
     kinds = {n["class_type"] for n in prompt.values()}
     ltx2 = "LTXAVTextEncoderLoader" in kinds or "LTXVConcatAVLatent" in kinds
+    diffusion_vae = "VAELoader" in kinds  # LTX-2.5's split files: the video VAELoader loads the diffusion VAE
     context_dim = 32 if ltx2 else 16  # tiny LTX-2 takes text through its connectors: 2 x caption_channels
     renames: dict[tuple[str, int], list] = {}
     audio_vaes = {v[0] for n in prompt.values() for k, v in n["inputs"].items() if k == "audio_vae" and isinstance(v, list)}
@@ -73,6 +89,10 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
                 prompt[node_id] = {"class_type": "PrimitiveStringMultiline", "inputs": {"value": prompt_in}}
         elif kind == "LoadImage":
             inputs["image"] = _name(names, "image", kind)
+        elif kind == "LoadVideo":
+            inputs["file"] = _name(names, "video", kind)
+        elif kind == "ImageScale":  # a clip scaled to stage 1's size (the video-upscale example)
+            inputs.update(width=STAGE1_SIZE["width"], height=STAGE1_SIZE["height"])
         elif kind == "CheckpointLoaderSimple":
             prompt[node_id] = {"class_type": "UNETLoader",
                                "inputs": {"unet_name": names["ltxav" if ltx2 else "ltxv"], "weight_dtype": "default"}}
@@ -103,7 +123,7 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
         elif kind == "LTXTDPMultiGPULauncher":
             inputs.update(ranks=GROUP_RANKS, devices="", backend="gloo", timeout_s=120)
         elif kind == "LTXTDPTiledVAEDecode":
-            inputs.update(DECODE_TILES)
+            inputs.update(DIFFUSION_DECODE_TILES if diffusion_vae else DECODE_TILES)
     for node in prompt.values():
         for name, value in list(node["inputs"].items()):
             if isinstance(value, list) and len(value) == 2 and (value[0], value[1]) in renames:

@@ -1,26 +1,22 @@
-"""UI-format workflows (what people drag onto the canvas) and their API-format twins (what POST /prompt takes).
+"""The example workflows in the UI format (what people drag onto the canvas) and their API twins (what POST /prompt
+takes), read as ComfyUI's frontend reads them.
 
-ComfyUI's frontend turns a UI workflow into an API prompt; the server never does. This module does the
-same for the node types the example workflows use, from the server's `/object_info`:
+Each example workflow is shaped like ComfyUI's own templates: on the root canvas one subgraph node (its type is the id
+of a subgraph definition in `definitions.subgraphs`), the loaders of user files (Load Video, Load Latent) that feed it,
+the output nodes it feeds, and markdown notes. The subgraph node's face carries the parameters a user changes: each
+subgraph input is linked to one or more widget inputs of nodes inside; its value is the face widget's value. The
+frontend's `graphToPrompt` gives a node inside the id `"<subgraph node id>:<inner node id>"`.
 
-- a node's `widgets_values` follow the order of its widget inputs (required, then optional, in the
-  `input_order` the server reports); an input that accepts several types shows the widget its
-  `widgetType` names; a dynamic combo is one widget (its chosen option must bring no inputs of its own); an INT input flagged `control_after_generate` (seeds) carries one
-  extra value after its own ("fixed", "randomize", ...), which is not an input;
-- an input socket with a link becomes `[source node id, output slot]` (a link on a widget input wins over
-  the widget's value); links through Reroute nodes are followed to their source;
-- frontend-only nodes (notes, reroutes) and muted nodes (mode 2) are not part of the prompt;
-- a title set in the workflow goes to `_meta.title` (the frontend also sends display names there; they
-  differ between ComfyUI versions and the server ignores them).
-
-To (re)write the twins from a running server (ComfyUI with this pack; LTX-2 workflows need one that has
-LTX-2): `cd tests && python -m ltx_tdp_devkit.workflow_format http://127.0.0.1:8188`.
+The API twin of a workflow (`tests/example_workflows/api/<name>.json`) is exactly what the frontend's `graphToPrompt`
+makes of it on ComfyUI 0.33.0; the frontend, not this module, converts (ltx_tdp_devkit.frontend). To rewrite the
+twins and the thumbnails: `LTX_TDP_WRITE_EXAMPLE_ASSETS=1 COMFYUI_SRC=<ComfyUI 0.33.0> bash scripts/test.sh
+tests/example_workflows` (docs/development.md).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,32 +28,8 @@ UI_WORKFLOWS = PACK_ROOT / "example_workflows"
 FRONTEND_ONLY = frozenset({"Note", "MarkdownNote", "Reroute", "PrimitiveNode"})
 """Node types that live in the frontend only and never reach the server."""
 
-WIDGET_TYPES = frozenset({"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"})
-DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
-"""A V3 combo whose chosen option brings inputs of its own (ComfyUI 0.32+: SaveVideo's codec)."""
-
-MODE_MUTED = 2
-MODE_BYPASSED = 4
-
-
-class WorkflowFormatError(ValueError):
-    """A UI workflow this converter cannot turn into an API prompt."""
-
-
-class MissingNodeTypes(WorkflowFormatError):
-    """The workflow uses node types that this ComfyUI does not have."""
-
-    def __init__(self, missing: Iterable[str]):
-        self.missing = sorted(set(missing))
-        super().__init__(f"node types not in this ComfyUI: {', '.join(self.missing)}")
-
-
-@dataclass(frozen=True)
-class WidgetSlot:
-    """One widget input of a node type and how many entries of `widgets_values` it takes."""
-
-    name: str
-    values: int = 1
+SUBGRAPH_INPUT = -10
+"""The origin id of a link from a subgraph's input node (a face parameter) to a node inside."""
 
 
 def load(path: Path | str) -> dict[str, Any]:
@@ -73,147 +45,108 @@ def twin_path(ui_path: Path | str) -> Path:
     return API_WORKFLOWS / Path(ui_path).name
 
 
+def thumbnail_path(ui_path: Path | str) -> Path:
+    """The template browser's picture of an example workflow: example_workflows/<same name>.jpg (the frontend asks
+    for `/api/workflow_templates/<pack folder>/<name>.jpg`)."""
+    return UI_WORKFLOWS / f"{Path(ui_path).stem}.jpg"
+
+
+def subgraphs(workflow: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The workflow's subgraph definitions by id (the type of the nodes that instantiate them)."""
+    return {d["id"]: d for d in workflow.get("definitions", {}).get("subgraphs", [])}
+
+
+def all_nodes(workflow: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of the root graph and of every subgraph definition."""
+    yield from workflow["nodes"]
+    for definition in subgraphs(workflow).values():
+        yield from definition["nodes"]
+
+
 def node_types(workflow: Mapping[str, Any]) -> set[str]:
-    """Node types the server must have for this UI workflow (frontend-only types left out)."""
-    return {n["type"] for n in workflow["nodes"] if n["type"] not in FRONTEND_ONLY}
+    """Node types the server must have for this UI workflow (frontend-only types and subgraph nodes left out)."""
+    defined = set(subgraphs(workflow))
+    return {n["type"] for n in all_nodes(workflow) if n["type"] not in FRONTEND_ONLY and n["type"] not in defined}
 
 
 def missing_node_types(workflow: Mapping[str, Any], object_info: Mapping[str, Any]) -> list[str]:
     return sorted(t for t in node_types(workflow) if t not in object_info)
 
 
-def ordered_inputs(info: Mapping[str, Any]) -> Iterator[tuple[str, list]]:
-    """(name, spec) of a node type's inputs in the order the frontend lays out its widgets."""
-    groups = info.get("input", {})
-    order = info.get("input_order") or {k: list(v) for k, v in groups.items()}
-    for group in ("required", "optional"):
-        for name in order.get(group, []):
-            spec = groups.get(group, {}).get(name)
-            if spec is not None:
-                yield name, spec
+@dataclass(frozen=True)
+class FaceParameter:
+    """One parameter on a subgraph node's face: a subgraph input and the inner inputs it is linked to."""
+
+    name: str
+    label: str
+    type: str
+    value: Any
+    """The face widget's value; None for a socket fed on the root canvas (e.g. the clip from Load Video)."""
+    targets: tuple[tuple[int, str], ...]
+    """(inner node id, input name) of every inner input this parameter sets."""
+
+    @property
+    def is_widget(self) -> bool:
+        return self.value is not None
 
 
-def is_widget(spec: list) -> bool:
-    """Whether an input spec gets a widget in the frontend (a value in widgets_values)."""
-    kind = spec[0]
-    options = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
-    if options.get("forceInput") or options.get("rawLink"):
-        return False
-    # A V3 MultiType input ("FLOAT,INT") names the widget it shows in `widgetType` (ComfyUI 0.32+:
-    # LTXVEmptyLatentAudio's frame_rate).
-    return (isinstance(kind, list) or kind in WIDGET_TYPES or kind == DYNAMIC_COMBO
-            or options.get("widgetType") in WIDGET_TYPES)
+def subgraph_node(workflow: Mapping[str, Any]) -> dict[str, Any]:
+    """The one subgraph node on the root canvas; raises ValueError when there is not exactly one."""
+    defined = subgraphs(workflow)
+    found = [n for n in workflow["nodes"] if n["type"] in defined]
+    if len(found) != 1:
+        raise ValueError(f"expected one subgraph node on the root canvas, found {[n['id'] for n in found]}")
+    return found[0]
 
 
-def widget_slots(info: Mapping[str, Any]) -> list[WidgetSlot]:
-    """The widget inputs of a node type, in `widgets_values` order."""
-    slots = []
-    for name, spec in ordered_inputs(info):
-        if not is_widget(spec):
-            continue
-        options = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
-        extra = 1 if options.get("control_after_generate") else 0
-        if options.get("image_upload") or options.get("video_upload") or options.get("audio_upload"):
-            extra += 1  # the upload button's own value
-        slots.append(WidgetSlot(name, 1 + extra))
-    return slots
+def face(workflow: Mapping[str, Any]) -> list[FaceParameter]:
+    """The parameters on the face of the workflow's subgraph node, in face order.
+
+    The node's `widgets_values` hold one value per input that shows a widget (inputs with a `widget` entry), in
+    input order; its other inputs are sockets linked on the root canvas."""
+    node = subgraph_node(workflow)
+    definition = subgraphs(workflow)[node["type"]]
+    inner = {n["id"]: n for n in definition["nodes"]}
+    targets: dict[int, list[tuple[int, str]]] = {}
+    for link in definition["links"]:
+        if link["origin_id"] == SUBGRAPH_INPUT:
+            target = inner[link["target_id"]]
+            targets.setdefault(link["origin_slot"], []).append(
+                (target["id"], target["inputs"][link["target_slot"]]["name"]))
+    values = iter(node.get("widgets_values") or [])
+    by_name = {i["name"]: i for i in node.get("inputs", [])}
+    out = []
+    for slot, spec in enumerate(definition["inputs"]):
+        socket = by_name.get(spec["name"], {})
+        value = next(values) if "widget" in socket else None
+        out.append(FaceParameter(name=spec["name"], label=spec.get("label") or spec["name"], type=spec["type"],
+                                 value=value, targets=tuple(targets.get(slot, ()))))
+    return out
 
 
-def ui_to_api(workflow: Mapping[str, Any], object_info: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The API prompt the frontend makes of `workflow` on a server with this `object_info`.
-
-    Raises MissingNodeTypes when the server lacks a node type, WorkflowFormatError for what the frontend
-    would do but this converter does not (bypassed nodes, dict-valued widgets).
-    """
-    missing = missing_node_types(workflow, object_info)
-    if missing:
-        raise MissingNodeTypes(missing)
-    nodes = {n["id"]: n for n in workflow["nodes"]}
-    links = {link[0]: link for link in workflow.get("links", [])}
-    prompt: dict[str, dict[str, Any]] = {}
-    for node in sorted(workflow["nodes"], key=lambda n: n["id"]):
-        kind = node["type"]
-        mode = node.get("mode", 0)
-        if kind in FRONTEND_ONLY or mode == MODE_MUTED:
-            continue
-        if mode == MODE_BYPASSED:
-            raise WorkflowFormatError(f"node {node['id']} ({kind}) is bypassed; the examples keep every node active")
-        values = node.get("widgets_values") or []
-        if isinstance(values, dict):
-            raise WorkflowFormatError(f"node {node['id']} ({kind}) keeps its widgets as a dict")
-        inputs: dict[str, Any] = {}
-        at = 0
-        specs = dict(ordered_inputs(object_info[kind]))
-        for slot in widget_slots(object_info[kind]):
-            if at < len(values):
-                inputs[slot.name] = values[at]
-                _check_dynamic_combo(node, slot.name, specs[slot.name], values[at])
-            at += slot.values
-        for socket in node.get("inputs", []):
-            link_id = socket.get("link")
-            if link_id is None:
-                continue
-            source, out_slot = _source(link_id, links, nodes)
-            if source is not None:
-                inputs[socket["name"]] = [str(source), out_slot]
-        entry: dict[str, Any] = {"class_type": kind, "inputs": inputs}
-        if node.get("title"):
-            entry["_meta"] = {"title": node["title"]}  # only a title set in the workflow: display names vary by version
-        prompt[str(node["id"])] = entry
-    return prompt
+def notes(workflow: Mapping[str, Any]) -> list[str]:
+    """The text of every note on the root canvas."""
+    return [n["widgets_values"][0] for n in workflow["nodes"] if n["type"] in FRONTEND_ONLY and n.get("widgets_values")]
 
 
-def _check_dynamic_combo(node: Mapping[str, Any], name: str, spec: list, value: Any) -> None:
-    """A dynamic combo's chosen option must bring no inputs: their widgets are not converted here."""
-    if spec[0] != DYNAMIC_COMBO:
-        return
-    options = {o.get("key"): o for o in (spec[1] if len(spec) > 1 else {}).get("options", [])}
-    chosen = options.get(value, {}).get("inputs") or {}
-    if any(chosen.get(group) for group in ("required", "optional")):
-        raise WorkflowFormatError(f"node {node['id']} ({node['type']}): {name} = {value!r} brings inputs of its "
-                                  "own, which this converter does not lay out")
+def prompt_core(prompt: Mapping[str, Any], object_info: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """An API prompt without what the server ignores: `_meta` (display names differ between versions) and, given the
+    server's `object_info`, inputs its node types do not declare (ComfyUI 0.3.75's frontend sends PreviewAny's
+    `preview` widget). A dynamic input `values.a` belongs to the declared `values`."""
+    core = {}
+    for node_id, node in prompt.items():
+        inputs = dict(node["inputs"])
+        if object_info is not None and node["class_type"] in object_info:
+            groups = object_info[node["class_type"]].get("input", {})
+            declared = {name for group in groups.values() for name in group}
+            inputs = {k: v for k, v in inputs.items() if k in declared or k.split(".")[0] in declared}
+        core[node_id] = {"class_type": node["class_type"], "inputs": inputs}
+    return core
 
 
-def _source(link_id: int, links: Mapping[int, list], nodes: Mapping[int, dict]) -> tuple[int | None, int]:
-    """The real (non-reroute) node and output slot at the far end of a link."""
-    seen = set()
-    while link_id is not None and link_id not in seen:
-        seen.add(link_id)
-        link = links.get(link_id)
-        if link is None:
-            raise WorkflowFormatError(f"link {link_id} is not in the workflow's links")
-        _, origin, origin_slot = link[0], link[1], link[2]
-        node = nodes.get(origin)
-        if node is None:
-            raise WorkflowFormatError(f"link {link_id} comes from node {origin}, which is not in the workflow")
-        if node["type"] != "Reroute":
-            return origin, origin_slot
-        upstream = node.get("inputs") or [{}]
-        link_id = upstream[0].get("link")
-    return None, 0
-
-
-def write_twins(object_info: Mapping[str, Any], paths: Iterable[Path] | None = None) -> list[Path]:
-    """Write the API twin of every example workflow (those whose node types this server has)."""
-    written = []
-    for path in paths or ui_workflows():
-        workflow = load(path)
-        if missing_node_types(workflow, object_info):
-            continue
-        out = twin_path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(ui_to_api(workflow, object_info), indent=2) + "\n")
-        written.append(out)
-    return written
-
-
-if __name__ == "__main__":
-    import sys
-
-    import requests
-
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: cd tests && python -m ltx_tdp_devkit.workflow_format SERVER_URL")
-    info = requests.get(sys.argv[1].rstrip("/") + "/object_info", timeout=60).json()
-    for p in write_twins(info):
-        sys.stdout.write(f"{p}\n")
+def write_twin(ui_path: Path | str, prompt: Mapping[str, Any]) -> Path:
+    """Write `prompt` (the frontend's conversion of the workflow at `ui_path`) as its API twin."""
+    out = twin_path(ui_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(prompt, indent=2, ensure_ascii=False) + "\n")
+    return out

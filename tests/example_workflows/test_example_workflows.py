@@ -36,8 +36,8 @@ from ltx_tdp_devkit.server import PACK_DIR_NAME, output_images
 from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 from ltx_tdp_devkit.tiny_prompts import build_tiny_files, tiny_prompt
 from ltx_tdp_devkit.workflow_format import (UI_WORKFLOWS, all_nodes, face, load, missing_node_types, notes,
-                                            prompt_core, subgraph_node, thumbnail_path, twin_path, ui_workflows,
-                                            write_twin)
+                                            prompt_core, subgraph_node, subgraphs, thumbnail_path, twin_path,
+                                            ui_workflows, write_twin)
 
 pytestmark = pytest.mark.server
 
@@ -259,7 +259,8 @@ def test_example_runs_to_the_end_on_the_tiny_models(path, comfy_dir, comfy_base,
         from ltx_tdp_devkit.thumbnails import write_thumbnail
 
         write_thumbnail(thumbnail_path(path), _file(comfy_base, videos[0]),
-                        _file(comfy_base, pictures[0][0]) if pictures else None)
+                        _file(comfy_base, pictures[0][0]) if pictures else None,
+                        subgraphs(workflow)[subgraph_node(workflow)["type"]]["name"])
 
 
 def test_every_example_has_its_twin_and_thumbnail():

@@ -40,3 +40,13 @@ def test_thumbnail_is_square_with_the_frame_under_the_tile_outlines():
     grey = ((pixels.max(axis=1) - pixels.min(axis=1)) < 10) & (pixels.mean(axis=1) > 60)
     assert saturated > 0.005, f"{saturated:.4f} of the pixels are tile outline colours"
     assert grey.mean() > 0.3, f"{grey.mean():.3f} of the pixels show the (dimmed) frame"
+
+
+def test_the_caption_is_written_above_the_picture_and_nowhere_else():
+    frame = Image.new("RGB", (384, 216), (0, 0, 0))
+    plain, captioned = compose(frame, None), compose(frame, None, "LTX-2.5 4K two-stage with TDP")
+    changed = np.abs(np.asarray(captioned, dtype=int) - np.asarray(plain, dtype=int)).max(axis=-1) > 40
+    rows = np.nonzero(changed.any(axis=1))[0]
+    top = (SIZE - round(216 * SIZE / 384)) // 2
+    assert rows.size, "the caption left no mark"
+    assert rows.max() < top, f"the caption reaches row {rows.max()}, into the picture (it starts at row {top})"

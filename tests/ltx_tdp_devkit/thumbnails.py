@@ -27,6 +27,9 @@ SIZE = 512
 CARD_BACKGROUND = (24, 24, 27)
 FRAME_DIM = 0.7
 """The frame is dimmed under the tile panel so that the outlines stand out (the tiny models' frames are noise)."""
+CAPTION_PX = 30
+"""Height of the caption's letters: the workflow's name, on the card above the picture, so that cards of frames that
+all look alike (noise from random weights) still tell the workflows apart."""
 
 
 def video_frame(path: Path, index: int | None = None) -> Image.Image:
@@ -70,19 +73,34 @@ def overlay(frame: Image.Image, panel: Image.Image) -> Image.Image:
     return Image.fromarray((out.clip(0, 1) * 255).round().astype(np.uint8))
 
 
-def compose(frame: Image.Image, preview: Image.Image | None) -> Image.Image:
+def compose(frame: Image.Image, preview: Image.Image | None, caption: str | None = None) -> Image.Image:
     """The square thumbnail: the frame (with the tile panel over it when a preview is given), scaled to the width,
-    centred on a dark card."""
+    centred on a dark card, with `caption` written on the card above it (on a dark bar where the picture leaves no
+    room)."""
+    from PIL import ImageDraw, ImageFont
+
     picture = overlay(frame, tile_panel(preview)) if preview is not None else frame
     scale = SIZE / max(picture.size)
     picture = picture.resize((round(picture.width * scale), round(picture.height * scale)), Image.LANCZOS)
     card = Image.new("RGB", (SIZE, SIZE), CARD_BACKGROUND)
-    card.paste(picture, ((SIZE - picture.width) // 2, (SIZE - picture.height) // 2))
+    top = (SIZE - picture.height) // 2
+    card.paste(picture, ((SIZE - picture.width) // 2, top))
+    if caption:
+        draw = ImageDraw.Draw(card)
+        font = ImageFont.load_default(size=CAPTION_PX)
+        while draw.textlength(caption, font=font) > SIZE - 24 and font.size > 12:
+            font = ImageFont.load_default(size=font.size - 2)
+        band = CAPTION_PX + 20
+        if top < band:
+            draw.rectangle((0, 0, SIZE, band), fill=CARD_BACKGROUND)
+        y = (max(top, band) - font.size) // 2  # centred in the card's band above the picture
+        draw.text((SIZE // 2, y), caption, font=font, fill=(235, 235, 235), anchor="mt")
     return card
 
 
-def write_thumbnail(path: Path, video: Path, preview: Path | None) -> Path:
-    """Compose the thumbnail of `video` (its middle frame) and the tile preview picture at `preview`; save it as JPEG."""
-    image = compose(video_frame(video), Image.open(preview) if preview is not None else None)
+def write_thumbnail(path: Path, video: Path, preview: Path | None, caption: str | None = None) -> Path:
+    """Compose the thumbnail of `video` (its middle frame), the tile preview picture at `preview` and `caption`; save
+    it as JPEG."""
+    image = compose(video_frame(video), Image.open(preview) if preview is not None else None, caption)
     image.save(path, "JPEG", quality=88)
     return path

@@ -1,7 +1,13 @@
 """The example workflows' API twins, and the API prompts of ComfyUI's own LTX templates, on the tiny models:
 which files stand in for the real ones, and how a prompt is changed to run on them in seconds (see
 tests/example_workflows/test_example_workflows.py for the rules). The LTX-2.5 templates' loaders (UNETLoader,
-two VAELoaders, CLIPLoader with Gemma 4, the prompt enhancer) need the files of ltx_tdp_devkit.ltx25_files."""
+two VAELoaders, CLIPLoader with Gemma 4, the prompt enhancer) need the files of ltx_tdp_devkit.ltx25_files; the
+IC-LoRA template's (LoraLoaderModelOnly, LoadVideo, LoadImage) those of `build_iclora_files`.
+
+Mocked, since the real models are many GB: text encoders (seeded random conditioning), the prompt enhancer
+(passes its prompt on) and its Gemma LoRA (`LoraLoader` on the text encoder: dropped, its model passed on), and the
+MoGe depth estimator of the IC-LoRA template (each `MoGeRender` hands on the frames `MoGeInference` would look at:
+the control images are the loaded video's frames instead of their depth)."""
 
 from __future__ import annotations
 
@@ -17,6 +23,9 @@ TINY_FILES = {
     "upsampler": "latent_upscale_models/tdp_tiny_latent_upsampler.safetensors",
 }
 TINY_LATENT = "tdp_tiny_video.latent"
+TINY_ICLORA = "loras/tdp_tiny_ltx2_iclora_ref0.5.safetensors"
+TINY_VIDEO = "tdp_tiny_control.mp4"
+TINY_IMAGE = "tdp_tiny_first_frame.png"
 
 STAGE1_SIZE = {"width": 192, "height": 128, "length": 9}
 DECODE_TILES = {"spatial_tile": 128, "spatial_overlap": 32}
@@ -36,6 +45,31 @@ def build_tiny_files(comfy_base: Path, model_names: dict[str, str]) -> dict[str,
     latent = torch.randn(1, 128, 2, 8, 12, generator=torch.Generator().manual_seed(5))
     names["latent"] = tiny.write_latent(comfy_base / "input" / TINY_LATENT, latent).name
     return names
+
+
+def build_iclora_files(comfy_base: Path) -> dict[str, str]:
+    """The IC-LoRA template's tiny files by role: a factor-2 IC-LoRA for the tiny LTX-2 transformer (what the
+    union-control ref0.5 LoRA is for LTX-2.3), a control video of 9 frames and a first-frame picture at the tiny
+    stage-1 size."""
+    from ltx_tdp_devkit import tiny_workflow_models as tiny
+    from ltx_tdp_devkit.ltx25_files import write_image
+    from ltx_tdp_devkit.tiny_models import LTXAV_CONFIG
+
+    width, height, length = STAGE1_SIZE["width"], STAGE1_SIZE["height"], STAGE1_SIZE["length"]
+    return {"iclora": tiny.build_iclora(comfy_base / "models" / TINY_ICLORA, LTXAV_CONFIG).name,
+            "video": tiny.write_video(comfy_base / "input" / TINY_VIDEO, length, width, height).name,
+            "image": write_image(comfy_base / "input" / TINY_IMAGE, width, height).name}
+
+
+def _mock_depth(prompt: dict[str, Any], renames: dict[tuple[str, int], list | None]) -> None:
+    """Drop the MoGe depth estimator: every MoGeRender's output becomes the image its MoGeInference was given."""
+    for node_id, node in list(prompt.items()):
+        if node["class_type"] == "MoGeRender":
+            inference = node["inputs"]["moge_geometry"][0]
+            renames[(node_id, 0)] = prompt[inference]["inputs"]["image"]
+    for node_id, node in list(prompt.items()):
+        if node["class_type"] in ("MoGeRender", "MoGeInference", "LoadMoGeModel"):
+            del prompt[node_id]
 
 
 def _seed(node_id: str) -> int:
@@ -58,6 +92,7 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     context_dim = 32 if ltx2 else 16  # tiny LTX-2 takes text through its connectors: 2 x caption_channels
     renames: dict[tuple[str, int], list] = {}
     audio_vaes = {v[0] for n in prompt.values() for k, v in n["inputs"].items() if k == "audio_vae" and isinstance(v, list)}
+    _mock_depth(prompt, renames)
     for node_id, node in list(prompt.items()):
         kind, inputs = node["class_type"], node["inputs"]
         if kind == "UNETLoader":  # the LTX-2.5 templates' int8-convrot transformer
@@ -73,6 +108,14 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
                 prompt[node_id] = {"class_type": "PrimitiveStringMultiline", "inputs": {"value": prompt_in}}
         elif kind == "LoadImage":
             inputs["image"] = _name(names, "image", kind)
+        elif kind == "LoadVideo":
+            inputs["file"] = _name(names, "video", kind)
+        elif kind == "LoraLoaderModelOnly":  # the IC-LoRA
+            inputs["lora_name"] = _name(names, "iclora", kind)
+        elif kind == "LoraLoader":  # a LoRA of the (mocked) text encoder for the (mocked) prompt enhancer
+            del prompt[node_id]
+            renames[(node_id, 0)] = inputs["model"]
+            renames[(node_id, 1)] = None
         elif kind == "CheckpointLoaderSimple":
             prompt[node_id] = {"class_type": "UNETLoader",
                                "inputs": {"unet_name": names["ltxav" if ltx2 else "ltxv"], "weight_dtype": "default"}}
@@ -100,6 +143,8 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
         elif kind == "LTXTDPTileConfig":
             for axis in ("frames", "height", "width"):
                 inputs[f"{axis}_overlap"] = min(inputs[f"{axis}_overlap"], 2)
+        elif kind == "LTXTDPTileSizeConfig":
+            inputs["min_overlap"] = min(inputs["min_overlap"], 2)
         elif kind == "LTXTDPMultiGPULauncher":
             inputs.update(ranks=GROUP_RANKS, devices="", backend="gloo", timeout_s=120)
         elif kind == "LTXTDPTiledVAEDecode":

@@ -45,18 +45,23 @@ def test_an_ltx2_audio_video_latent_previews_its_video_part(comfy):
     assert summary.startswith("latent 2 x 6 x 10"), summary
 
 
-def test_a_refused_layout_fails_with_the_patchers_message(comfy, model_names):
+def _refusals(comfy, model_names, tiles, width: int) -> tuple[str, str]:
+    """(the patcher's, the preview's) TilingError message for `tiles` on a latent `width` cells wide."""
     from ltx_tdp.tiling import TilingError
 
-    tiles = tiling(width=(3, 8))
     model = patch(load_ltxv(comfy, model_names), tiles)
     with pytest.raises(TilingError) as patched:
-        call_model(model, torch.randn(1, 128, 1, 4, 21), 0.5)
+        call_model(model, torch.randn(1, 128, 1, 4, width), 0.5)
     with pytest.raises(TilingError) as previewed:
-        _preview(comfy, tiles, latent={"samples": torch.zeros(1, 128, 1, 4, 21)})
-    assert str(previewed.value) == str(patched.value)
-    assert str(previewed.value) == ("width: 21 latent cells cannot take 3 tiles with overlap 8; "
-                                    "the largest overlap that keeps the blend exact is 5")
+        _preview(comfy, tiles, latent={"samples": torch.zeros(1, 128, 1, 4, width)})
+    return str(patched.value), str(previewed.value)
+
+
+def test_a_refused_layout_fails_with_the_patchers_message(comfy, model_names):
+    patched, previewed = _refusals(comfy, model_names, tiling(width=(3, 8)), 21)
+    assert previewed == patched
+    assert previewed == ("width: 21 latent cells cannot take 3 tiles with overlap 8; "
+                         "the largest overlap that keeps the blend exact is 5")
 
 
 def _size_config(comfy, **inputs):
@@ -83,14 +88,7 @@ def test_a_tile_size_too_small_for_its_overlap_fails_in_the_config_node(comfy):
 
 
 def test_a_tile_size_no_count_split_fits_fails_in_the_preview_with_the_patchers_message(comfy, model_names):
-    from ltx_tdp.tiling import TilingError
-
     tiles = _size_config(comfy, tile_width=352, min_overlap=5)  # 11 cells: 18 cells have no count split
-    model = patch(load_ltxv(comfy, model_names), tiles)
-    with pytest.raises(TilingError) as patched:
-        call_model(model, torch.randn(1, 128, 1, 4, 18), 0.5)
-    with pytest.raises(TilingError) as previewed:
-        _preview(comfy, tiles, latent={"samples": torch.zeros(1, 128, 1, 4, 18)})
-    assert str(previewed.value) == str(patched.value)
-    assert str(previewed.value).startswith("width: 18 latent cells cannot be cut into tiles of at most 11 cells"), \
-        str(previewed.value)
+    patched, previewed = _refusals(comfy, model_names, tiles, 18)
+    assert previewed == patched
+    assert previewed.startswith("width: 18 latent cells cannot be cut into tiles of at most 11 cells"), previewed

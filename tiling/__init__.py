@@ -15,8 +15,8 @@ from .tokens import conditioning_keep_mask, conditioning_weights
 from .windows import window_1d, window_nd
 
 __all__ = [
-    "LTX_GEOMETRY", "VIDEO_AXES", "AxisScale", "AxisTileSize", "AxisTiling", "Interval", "LatentGeometry", "PositionRange",
-    "Tile", "TileCountConfig", "TilePlan", "TileSizeConfig", "TilingConfig", "TilingError", "balanced_split",
+    "LTX_GEOMETRY", "VIDEO_AXES", "AxisScale", "AxisTileSize", "AxisTiling", "Interval", "LatentGeometry",
+    "PositionRange", "Tile", "TileCountConfig", "TilePlan", "TileSizeConfig", "TilingConfig", "TilingError", "balanced_split",
     "blend_tiles", "conditioning_keep_mask", "conditioning_weights", "count_for_size", "exact_sum_dtype",
     "max_valid_overlap", "owner_of", "plan_tiles", "split_by_count", "split_by_size", "tiles_for_size",
     "video_grid_shape", "video_part", "window_1d", "window_nd",

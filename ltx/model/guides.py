@@ -162,12 +162,12 @@ class GuideFrames:
             if whole_grid and n_kept == n_frames:
                 out.append(entry)
                 continue
-            alive = self.alive() if alive is None else alive
-            idx = torch.nonzero(mine).flatten()
-            rows, cols = _survivor_grid(alive[first:frame][idx][:, hs, ws], index)
             new = dict(entry)
             new["pre_filter_count"] = n_kept * tile_hw[0] * tile_hw[1]
             if entry.get("latent_shape") is not None:
+                alive = self.alive() if alive is None else alive
+                idx = torch.nonzero(mine).flatten()
+                rows, cols = _survivor_grid(alive[first:frame][idx][:, hs, ws], index)
                 new["latent_shape"] = [n_kept, int(rows.sum()), int(cols.sum())]
                 if entry.get("pixel_mask") is not None:
                     weights = self._weights_of(index, entry, alive[first:frame])

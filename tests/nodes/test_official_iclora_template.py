@@ -1,6 +1,6 @@
-"""ComfyUI's own IC-LoRA template (`video_ltx2_3_ic_lora`, comfyui-workflow-templates on ComfyUI 0.33) with the TDP
-stage 2 the guide adds (docs/official-templates.md, "The IC-LoRA template: adding a TDP stage 2"), edited in the
-real frontend (headless Chromium) and run over `POST /prompt` on tiny models.
+"""ComfyUI's own IC-LoRA template (`video_ltx2_3_ic_lora`, in the comfyui-workflow-templates of ComfyUI 0.33.0 and
+0.24.0) with the TDP stage 2 the guide adds (docs/official-templates.md, "The IC-LoRA template: adding a TDP
+stage 2"), edited in the real frontend (headless Chromium) and run over `POST /prompt` on tiny models.
 
 The template is single-stage: one KSampler (euler_ancestral, from noise) at the final size, its model the IC-LoRA
 (union control ref0.5, reference downscale factor 2) and its guide the control video's depth. TDP belongs on an
@@ -101,8 +101,9 @@ def test_the_guide_has_the_iclora_steps_this_test_follows():
     text = (PACK_ROOT / "docs" / "official-templates.md").read_text()
     assert GUIDE_SECTION in text, f"docs/official-templates.md has no section {GUIDE_SECTION!r}"
     section = text.split(GUIDE_SECTION, 1)[1].split("\n## ", 1)[0]
-    for step in ("LTXVLatentUpsampler", "LTXVImgToVideoInplace", "iclora_parameters", f"`ManualSigmas` `{STAGE2_SIGMAS}`",
-                 "LTX TDP Model Patcher", "LTX TDP Tile Config (tile size)", "LTXVCropGuides", "LTX TDP Tiled VAE Decode"):
+    for step in ("LTXVLatentUpsampler", "LTXVImgToVideoInplace", "iclora_parameters",
+                 f"`ManualSigmas` `{STAGE2_SIGMAS}`", "LTX TDP Model Patcher", "LTX TDP Tile Config (tile size)",
+                 "LTXVCropGuides", "LTX TDP Tiled VAE Decode"):
         assert step in section, f"the guide's IC-LoRA steps do not name {step!r}"
 
 

@@ -33,7 +33,8 @@ def test_a_3840_x_2176_latent_resolves_to_2_x_2_tiles_of_64_cells():
     (dict(width_px=300, height_px=2048, min_overlap=5),
      r"width: a tile of 300 px is 9 latent cell\(s\) of 32 px, too short for a minimum overlap of 5 cells at both "
      r"ends; use tiles of at least 352 px or a minimum overlap of at most 4"),
-    (dict(width_px=2048, height_px=20, min_overlap=0), r"height: a tile of 20 px is less than one latent cell \(32 px\)"),
+    (dict(width_px=2048, height_px=20, min_overlap=0),
+     r"height: a tile of 20 px is less than one latent cell \(32 px\)"),
     (dict(width_px=2048, height_px=2048, min_overlap=1, frames=16, min_frames_overlap=1),
      r"frames: a tile of 16 frames is 2 latent cell\(s\) of 8 frames, too short for a minimum overlap of 1 cells"),
     (dict(width_px=2048, height_px=2048, min_overlap=-1), r"height: the minimum overlap cannot be negative"),

@@ -49,7 +49,8 @@ def _model(request, name: str):
 
 def _conds(guided) -> dict:
     pos, _, latent = guided
-    return {"keyframe_idxs": pos[0][1]["keyframe_idxs"], "guide_attention_entries": pos[0][1]["guide_attention_entries"],
+    cond = pos[0][1]
+    return {"keyframe_idxs": cond["keyframe_idxs"], "guide_attention_entries": cond["guide_attention_entries"],
             "denoise_mask": latent["noise_mask"]}
 
 
@@ -137,7 +138,8 @@ def crop_inputs(dm, x: torch.Tensor, conds: dict, frames: slice, hs: slice, ws: 
         weights = dm._downsample_mask_to_latent(ic["pixel_mask"], *ic["latent_shape"]).reshape(
             1, 1, *ic["latent_shape"])
         r, c = _real(hs), _real(ws)
-        entries.append({**ic, "pre_filter_count": len(ic_kept) * th * tw, "latent_shape": [len(ic_kept), len(r), len(c)],
+        entries.append({**ic, "pre_filter_count": len(ic_kept) * th * tw,
+                        "latent_shape": [len(ic_kept), len(r), len(c)],
                         "pixel_mask": weights[:, :, ic_kept][..., r, :][..., c]})
     if F in guide_frames:
         entries.append({**key, "pre_filter_count": th * tw, "latent_shape": [1, th, tw]})
@@ -192,7 +194,8 @@ def test_a_region_one_tile_covers_equals_the_model_on_that_tiles_crop(comfy, req
     assert only_here, f"{region}: no control frame is kept by this time tile alone"
     got = tiled[:, :, [F + g for g in only_here], rh, rw]
     want = alone[:, :, [alone_rows[g] for g in only_here], local(rh, hs), local(rw, ws)]
-    assert torch.equal(got, want), f"{region}: control-frame region differs from the crop by {(got - want).abs().max():.3e}"
+    assert torch.equal(got, want), \
+        f"{region}: control-frame region differs from the crop by {(got - want).abs().max():.3e}"
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -238,5 +241,21 @@ def test_an_attention_mask_without_a_weight_per_kept_token_is_refused(comfy, ltx
     conds["guide_attention_entries"] = [{**ic, "latent_shape": [F, H, W]}, key]  # as if it were not dilated
     with pytest.raises(TilingError, match=r"guide 1's attention mask gives 288 token weights \(latent_shape "
                                           r"\[3, 8, 12\]\) for 72 guide tokens the model keeps"):
+        _call(patch(ltxav, tiling(width=(2, 2)), audio_mode="average"), latent["samples"], conds,
+              randn(1, 8, 5, 16, seed=2))
+
+
+def test_guide_tokens_kept_in_no_grid_are_refused(comfy, ltxav, guided):
+    """No ComfyUI node drops single real tokens of a guide; where something does, a tile's kept tokens are no grid
+    and no latent_shape describes them."""
+    from ltx_tdp.tiling import TilingError
+
+    _, _, latent = guided
+    conds = _conds(guided)
+    mask = conds["denoise_mask"].clone()
+    mask[:, :, F, 0, 0] = -1.0  # the control video's first real token
+    conds["denoise_mask"] = mask
+    with pytest.raises(TilingError, match=r"the tokens the model keeps of guide 1 do not form the same grid in every "
+                                          r"frame of a tile"):
         _call(patch(ltxav, tiling(width=(2, 2)), audio_mode="average"), latent["samples"], conds,
               randn(1, 8, 5, 16, seed=2))

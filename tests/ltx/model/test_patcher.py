@@ -343,4 +343,4 @@ def test_a_tile_size_config_samples_exactly_as_the_count_config_it_resolves_to(c
     by_count = ksample(comfy, patch(model, counted), latent, cfg=2.0)
     assert torch.equal(by_size, by_count), f"max abs diff {(by_size - by_count).abs().max():.3e}"
     assert len(calls) % 4 == 0 and {tuple(c["x"].shape[2:]) for c in calls} == {(3, 6, 7)}, \
-        f"tile calls of shapes {sorted({tuple(c['x'].shape[2:]) for c in calls})}, expected 2 x 1 x 2 tiles of 3 x 6 x 7"
+        f"tile calls of shapes {sorted({tuple(c['x'].shape[2:]) for c in calls})}, expected 2 x 1 x 2 of 3 x 6 x 7"

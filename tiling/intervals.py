@@ -165,6 +165,10 @@ def _fewest_tiles(length: int, size: int, min_overlap: int) -> int:
     return max(1, math.ceil((length - min_overlap) / (size - min_overlap)))
 
 
+_TOO_SHORT = "the tile is too short for its overlap"
+_NO_SPLIT = "no count split blends exactly"
+
+
 def _size_problem(length: int, size: int, min_overlap: int) -> str | None:
     """Why no count split meets (size, min_overlap) on `length` cells, or None when one does.
 
@@ -181,18 +185,18 @@ def _size_problem(length: int, size: int, min_overlap: int) -> str | None:
     if length <= size:
         return None
     if 2 * min_overlap >= size:
-        return "tile too short for its overlap"
+        return _TOO_SHORT
     if _count_split_problem(length, _fewest_tiles(length, size, min_overlap), min_overlap) is not None:
-        return "no exact split"
+        return _NO_SPLIT
     return None
 
 
 def _size_refusal(axis: str, length: int, size: int, min_overlap: int, problem: str) -> str:
-    if problem != "no exact split" and problem != "tile too short for its overlap":
+    if problem not in (_TOO_SHORT, _NO_SPLIT):
         return f"{axis}: {problem} (length {length}, tile size {size}, minimum overlap {min_overlap})"
     smaller = next((m for m in range(min_overlap - 1, -1, -1) if _size_problem(length, size, m) is None), 0)
     larger = next(s for s in range(size + 1, length + 1) if _size_problem(length, s, min_overlap) is None)
-    if problem == "tile too short for its overlap":
+    if problem == _TOO_SHORT:
         why = f"a tile of {size} cells cannot hold an overlap of {min_overlap} at both ends"
     else:
         why = (f"{length} latent cells cannot be cut into tiles of at most {size} cells overlapping by at least "

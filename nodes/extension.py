@@ -6,12 +6,12 @@ from comfy_api.latest import ComfyExtension, io
 
 from .multigpu_launcher import MultiGPULauncherNode
 from .tdp_patcher import TDPModelPatcherNode
-from .tile_config import BalancedTileConfigNode, TileCountConfigNode
+from .tile_config import BalancedTileConfigNode, TileCountConfigNode, TileSizeConfigNode
 from .tile_preview import TilePreviewNode
 from .tiled_vae_decode import TiledVAEDecodeNode
 
 
 class TDPExtension(ComfyExtension):
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        return [TileCountConfigNode, BalancedTileConfigNode, TDPModelPatcherNode, TilePreviewNode, TiledVAEDecodeNode,
-                MultiGPULauncherNode]
+        return [TileCountConfigNode, BalancedTileConfigNode, TileSizeConfigNode, TDPModelPatcherNode, TilePreviewNode,
+                TiledVAEDecodeNode, MultiGPULauncherNode]

@@ -22,8 +22,8 @@ class TDPModelPatcherNode(io.ComfyNode):
             "from pure noise, tiles drift apart.",
             inputs=[
                 io.Model.Input("model", tooltip="An LTX-Video or LTX-2 model."),
-                TILING.Input("tiling", tooltip="Tile counts and overlaps (LTX TDP Tile Config). Checked against "
-                             "the actual latent when sampling starts."),
+                TILING.Input("tiling", tooltip="Tile counts and overlaps (LTX TDP Tile Config, or its balanced or "
+                             "tile size variant). Checked against the actual latent when sampling starts."),
                 io.Boolean.Input("normalize_positions", default=True,
                                  tooltip="Give every tile positions that start at zero, as upstream LTX-2 TDP does "
                                  "(recommended). For spatial tiles the result is the same either way within 2e-5 (LTX's "

@@ -1,4 +1,4 @@
-"""Tile count config nodes: explicit counts per axis, or balanced over N GPUs."""
+"""Tile config nodes: explicit counts per axis, balanced over N GPUs, or a fixed tile size in pixels."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import logging
 from comfy_api.latest import io
 
 from ..ltx.model.patch import position_range
-from ..tiling import VIDEO_AXES, AxisTiling, TileCountConfig, TilingError, balanced_split, plan_tiles, video_grid_shape
+from ..tiling import (VIDEO_AXES, AxisTiling, TileCountConfig, TileSizeConfig, TilingError, balanced_split, plan_tiles,
+                      video_grid_shape)
 from ..tiling.position_range import largest_tile
 
-log = logging.getLogger(__name__)
 from .types import CATEGORY, TILING
+
+log = logging.getLogger(__name__)
 
 _OVERLAP_TIP = (
     "Overlap between neighbouring tiles along {axis}, in latent cells ({unit}). Tiles are blended with "
@@ -100,3 +102,51 @@ class BalancedTileConfigNode(io.ComfyNode):
                             "position range (%s). Use more GPUs, or LTX TDP Tile Config with more tiles.",
                             gpus, h, w, ", ".join(excess))
         return io.NodeOutput(config)
+
+
+_SIZE_TIP = (
+    "Largest tile {axis} in pixels. Tiles are whole latent cells of 32 px, so this rounds down to a multiple of 32. "
+    "On the actual latent the axis gets the fewest tiles of at most this size, overlapping as much as keeps them "
+    "within it (at least min_overlap): exactly what LTX TDP Tile Config gives for that tile count and overlap. "
+    "IC-LoRAs are trained on fixed windows: set their window here."
+)
+
+
+class TileSizeConfigNode(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="LTXTDPTileSizeConfig",
+            display_name="LTX TDP Tile Config (tile size)",
+            category=CATEGORY,
+            description="Tiles of a fixed largest size in pixels instead of a tile count (like LTXV Tiled Fusion "
+            "Sampler's tile size; IC-LoRAs are trained on fixed windows). Once the latent is known, each axis is "
+            "the count split of LTX TDP Tile Config with the fewest tiles of at most this size and the largest "
+            "overlap (at least the minimum) that keeps them within it. The tile preview shows the counts and "
+            "overlaps it chose.",
+            inputs=[
+                io.Int.Input("tile_width", default=2048, min=32, max=16384, step=32,
+                             tooltip=_SIZE_TIP.format(axis="width")),
+                io.Int.Input("tile_height", default=2048, min=32, max=16384, step=32,
+                             tooltip=_SIZE_TIP.format(axis="height")),
+                io.Int.Input("min_overlap", default=5, min=0, max=256,
+                             tooltip="Smallest overlap between neighbouring tiles on height and width, in latent "
+                             "cells (1 cell = 32 pixels; upstream LTX-2 uses 5). The overlap used is the largest "
+                             "that keeps tiles within the size, never less than this. A tile must be longer than "
+                             "twice this overlap."),
+                io.Int.Input("tile_frames", default=0, min=0, max=4096, step=8,
+                             tooltip="Largest tile length in video frames (whole latent frames of 8 video frames, "
+                             "rounded down). 0 (default): no tiles along time, every tile holds the whole clip."),
+                io.Int.Input("min_frames_overlap", default=1, min=0, max=64,
+                             tooltip="Smallest overlap between neighbouring time tiles, in latent frames (1 latent "
+                             "frame = 8 video frames). Used only when tile_frames is not 0."),
+            ],
+            outputs=[TILING.Output(display_name="tiling", tooltip="Largest tile size and smallest overlap per "
+                                   "latent axis; resolves to tile counts and overlaps on the actual latent.")],
+        )
+
+    @classmethod
+    def execute(cls, tile_width: int, tile_height: int, min_overlap: int, tile_frames: int = 0,
+                min_frames_overlap: int = 1) -> io.NodeOutput:
+        return io.NodeOutput(TileSizeConfig.of_pixels(tile_width, tile_height, min_overlap, tile_frames,
+                                                      min_frames_overlap))

@@ -22,7 +22,8 @@ class TilePreviewNode(io.ComfyNode):
             "and a heat map of the blend-weight sum, one flat green where the blend is exact. A layout the "
             "TDP patcher would refuse fails here with the same message.",
             inputs=[
-                TILING.Input("tiling", tooltip="The tile config to preview (LTX TDP Tile Config)."),
+                TILING.Input("tiling", tooltip="The tile config to preview (LTX TDP Tile Config, or its balanced or tile "
+                             "size variant: the summary then shows the counts and overlaps it resolves to)."),
                 io.Int.Input("width", default=3840, min=32, max=16384, step=32,
                              tooltip="Video width in pixels, used when no latent is connected "
                              "(width // 32 latent cells, as EmptyLTXVLatentVideo makes it)."),

@@ -140,6 +140,70 @@ def split_by_size(length: int, tile_size: int, overlap: int, axis: str = "axis")
     return tuple(out)
 
 
+def count_for_size(length: int, size: int, min_overlap: int, axis: str = "axis") -> tuple[int, int]:
+    """The (tiles, overlap) of the count split that cuts [0, length) into tiles of at most `size` cells whose
+    neighbours overlap by at least `min_overlap`: the fewest tiles, then the largest overlap.
+
+    Invariant: `split_by_count(length, tiles, overlap)` is accepted (its windows sum to exactly one), none of
+    its intervals is longer than `size`, and `overlap >= min_overlap`; no smaller count admits such an overlap
+    and, with this count, no larger overlap does. So the tiles are as close to `size` as the blend allows. An
+    axis that fits one tile (length <= size) is one tile, reported with `min_overlap` (it has nothing to
+    overlap). Raises TilingError, naming what would work, when the tile cannot hold the overlap at both ends
+    (size <= 2 * min_overlap) or no count split of this length meets both bounds.
+    """
+    problem = _size_problem(length, size, min_overlap)
+    if problem is not None:
+        raise TilingError(_size_refusal(axis, length, size, min_overlap, problem))
+    if length <= size:
+        return 1, min_overlap
+    tiles = _fewest_tiles(length, size, min_overlap)
+    return tiles, min((tiles * size - length) // (tiles - 1), max_valid_overlap(length, tiles))
+
+
+def _fewest_tiles(length: int, size: int, min_overlap: int) -> int:
+    """Fewest tiles of `size` cells, neighbours overlapping by `min_overlap`, that reach `length` (size > 2 ov)."""
+    return max(1, math.ceil((length - min_overlap) / (size - min_overlap)))
+
+
+_TOO_SHORT = "the tile is too short for its overlap"
+_NO_SPLIT = "no count split blends exactly"
+
+
+def _size_problem(length: int, size: int, min_overlap: int) -> str | None:
+    """Why no count split meets (size, min_overlap) on `length` cells, or None when one does.
+
+    With the fewest tiles n that reach `length`, overlap `min_overlap` keeps every tile within `size`; a larger
+    overlap or more tiles only make interior tiles shorter against their ramps, so when n tiles at `min_overlap`
+    do not blend exactly, no count split does (tests/tiling/test_split.py checks this by brute force).
+    """
+    if length < 1:
+        return "the axis has no cells"
+    if size < 1:
+        return "the tile size must be at least 1 cell"
+    if min_overlap < 0:
+        return "the overlap cannot be negative"
+    if length <= size:
+        return None
+    if 2 * min_overlap >= size:
+        return _TOO_SHORT
+    if _count_split_problem(length, _fewest_tiles(length, size, min_overlap), min_overlap) is not None:
+        return _NO_SPLIT
+    return None
+
+
+def _size_refusal(axis: str, length: int, size: int, min_overlap: int, problem: str) -> str:
+    if problem not in (_TOO_SHORT, _NO_SPLIT):
+        return f"{axis}: {problem} (length {length}, tile size {size}, minimum overlap {min_overlap})"
+    smaller = next((m for m in range(min_overlap - 1, -1, -1) if _size_problem(length, size, m) is None), 0)
+    larger = next(s for s in range(size + 1, length + 1) if _size_problem(length, s, min_overlap) is None)
+    if problem == _TOO_SHORT:
+        why = f"a tile of {size} cells cannot hold an overlap of {min_overlap} at both ends"
+    else:
+        why = (f"{length} latent cells cannot be cut into tiles of at most {size} cells overlapping by at least "
+               f"{min_overlap} that blend exactly (an interior tile would be shorter than twice the overlap)")
+    return f"{axis}: {why}; use a minimum overlap of at most {smaller} or tiles of at least {larger} cells"
+
+
 def _refusal(axis: str, length: int, tiles: int, overlap: int, problem: str) -> str:
     if tiles < 1:
         return f"{axis}: the tile count must be at least 1, got {tiles}"

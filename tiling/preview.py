@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import TileCountConfig
+from .config import TilingConfig
 from .geometry import LTX_GEOMETRY, VIDEO_AXES
 from .intervals import Interval
 from .plan import TilePlan, plan_tiles
@@ -61,7 +61,7 @@ class TilePreview:
         return float((self.weight_sum - 1.0).abs().max())
 
 
-def preview_tiles(shape: Sequence[int], tiling: TileCountConfig, cell_px: int | None = None,
+def preview_tiles(shape: Sequence[int], tiling: TilingConfig, cell_px: int | None = None,
                   positions: PositionRange | None = None) -> TilePreview:
     """Plan `tiling` on a (frames, height, width) latent exactly as the TDP patcher does and draw it; the summary
     checks the largest tile against `positions` (the model's trained range) when given.

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ...tiling import (VIDEO_AXES, LatentGeometry, Tile, TileCountConfig, TilePlan, TilingError, blend_tiles,
+from ...tiling import (VIDEO_AXES, LatentGeometry, Tile, TilePlan, TilingConfig, TilingError, blend_tiles,
                        exact_sum_dtype, plan_tiles)
 from .audio import AUDIO_AVERAGE, AUDIO_HELD, pack_latents, unpack_latents
 from .guides import GuideFrames
@@ -33,9 +33,10 @@ ModelCall = Callable[[torch.Tensor, dict[str, Any]], torch.Tensor]
 
 @dataclass(frozen=True)
 class TDPSettings:
-    """What the TDP patcher node configures. `audio_mode` is one of ltx.model.audio.AUDIO_MODES."""
+    """What the TDP patcher node configures. `tiling` is a count or a size config (it is planned on each call's
+    latent); `audio_mode` is one of ltx.model.audio.AUDIO_MODES."""
 
-    tiling: TileCountConfig
+    tiling: TilingConfig
     normalize_positions: bool = True
     audio_mode: str = AUDIO_HELD
 

@@ -7,13 +7,22 @@ overlaps the tile's (or is a reference, time < 0) and takes the frame's tokens u
 exactly the guide tokens overlapping it on all three axes. Each token's weight is 1 / (number of tiles
 keeping it).
 
+An IC-LoRA guide with a `reference_downscale_factor` s > 1 is encoded at 1/s of the latent's size and dilated
+onto the full grid: its real tokens sit at every s-th row and column, the other cells are zeros whose denoise
+mask is negative, and ComfyUI's LTX model drops every token whose (batch 0) denoise mask is negative before
+the transformer (its output there is 0). Cropped like any guide frame, a tile holds the real tokens under it
+and the model drops the rest of its crop, as it does untiled; the tile's guide attention entry describes the
+real tokens it keeps (below).
+
 ComfyUI's LTX model turns a guide's pixel-space attention mask (batch, 1, pixel frames, pixel height, pixel
-width) into one weight per guide token: an area mean over the pixels of each latent cell, and in time the
-first pixel frame for latent frame 0 and the mean of each later group of pixel frames (repeated by nearest
-neighbour when the mask has fewer frames than the latent). A tile holds a crop of the guide's tokens, so it
-needs the weights of exactly those tokens. `latent_weights` computes the per-token weights once, on the full
-latent grid; a crop of them, handed to the model as the tile's mask with the tile's latent shape, maps to
-itself under the model's own mapping (area means over 1 x 1 cells, groups of one frame).
+width) into one weight per surviving guide token: an area mean over the pixels of each cell of the entry's
+`latent_shape` (the guide before dilation), and in time the first pixel frame for latent frame 0 and the mean
+of each later group of pixel frames (repeated by nearest neighbour when the mask has fewer frames than the
+latent); the k-th weight goes to the k-th surviving token. A tile holds a crop of the guide's tokens, so it
+needs the weights of exactly those tokens. `GuideFrames` computes each surviving token's weight once, on the
+full grid; the survivors a tile keeps form a (kept frames, rows, columns) grid, and their weights, handed to
+the model as the tile's mask with that grid as its `latent_shape`, map to themselves under the model's own
+mapping (area means over 1 x 1 cells, groups of one frame).
 """
 
 from __future__ import annotations
@@ -50,6 +59,17 @@ class GuideFrames:
             raise TilingError("the latent holds guide frames only")
         self._tiles: Sequence[Tile] = ()
         self._keep = self._weight = None
+        self._token_weights: dict[int, torch.Tensor] = {}
+
+    def alive(self) -> torch.Tensor:
+        """(guide frames, height, width) bool: the guide tokens the model keeps (batch 0's denoise mask is not
+        negative there; a dilated IC-LoRA guide's filler cells are dropped)."""
+        h, w = self.hw
+        mask = self.kwargs.get("denoise_mask")
+        if not isinstance(mask, torch.Tensor) or mask.ndim != 5:
+            return torch.ones(self.count, h, w, dtype=torch.bool)
+        rows = mask[0, :, self.video_frames:].cpu()
+        return ~(rows < 0).any(dim=0).expand(self.count, h, w)
 
     def select(self, tiles: Sequence[Tile]) -> None:
         """Decide what each of `tiles` (a plan over the video frames) keeps; before any per-tile question."""
@@ -117,7 +137,11 @@ class GuideFrames:
 
     def entries(self, tile: Tile, kept: torch.Tensor) -> list[dict] | None:
         """The tile's guide attention entries: per guide, the count, latent shape and attention mask of the guide
-        tokens the tile keeps (guides it keeps nothing of are left out, as the model expects)."""
+        tokens the tile keeps (guides it keeps nothing of are left out, as the model expects).
+
+        `pre_filter_count` counts the tile's guide tokens before the model drops any; `latent_shape` is the grid
+        of the surviving ones (kept frames, rows, columns: for a dilated guide the real tokens under the tile);
+        `pixel_mask` holds their weights at that grid's resolution."""
         entries = self.kwargs.get("guide_attention_entries")
         if not entries:
             return entries
@@ -126,11 +150,12 @@ class GuideFrames:
         (h, w), tile_hw = self.hw, tile.shape[1:]
         _, hs, ws = tile.slices
         whole_grid = tuple(tile_hw) == (h, w)
+        alive = None
         out, frame = [], 0
-        for entry in entries:
+        for index, entry in enumerate(entries):
             n_frames = int(entry["pre_filter_count"]) // (h * w)
             mine = keep[frame:frame + n_frames]
-            frame += n_frames
+            first, frame = frame, frame + n_frames
             n_kept = int(mine.sum())
             if n_kept == 0:
                 continue
@@ -139,16 +164,47 @@ class GuideFrames:
                 continue
             new = dict(entry)
             new["pre_filter_count"] = n_kept * tile_hw[0] * tile_hw[1]
-            latent_shape = entry.get("latent_shape")
-            if latent_shape is not None:
-                new["latent_shape"] = [n_kept, tile_hw[0], tile_hw[1]]
-            mask = entry.get("pixel_mask")
-            if mask is not None and latent_shape is not None:
-                weights = latent_weights(mask, (n_frames, h, w))
-                idx = torch.nonzero(mine).flatten().to(weights.device)
-                new["pixel_mask"] = weights[:, :, idx][..., hs, ws]
+            if entry.get("latent_shape") is not None:
+                alive = self.alive() if alive is None else alive
+                idx = torch.nonzero(mine).flatten()
+                rows, cols = _survivor_grid(alive[first:frame][idx][:, hs, ws], index)
+                new["latent_shape"] = [n_kept, int(rows.sum()), int(cols.sum())]
+                if entry.get("pixel_mask") is not None:
+                    weights = self._weights_of(index, entry, alive[first:frame])
+                    crop = weights[:, :, idx.to(weights.device)][..., hs, ws]
+                    new["pixel_mask"] = crop[..., rows.to(crop.device), :][..., cols.to(crop.device)]
             out.append(new)
         return out
+
+    def _weights_of(self, index: int, entry: dict, alive: torch.Tensor) -> torch.Tensor:
+        """(batch, 1, frames, height, width) weight of each surviving token of guide `index` on the full grid, as
+        the model assigns them: its per-token weights of the entry's `latent_shape`, in token order (0 elsewhere)."""
+        if index not in self._token_weights:
+            per_token = latent_weights(entry["pixel_mask"], entry["latent_shape"])
+            per_token = per_token.reshape(per_token.shape[0], -1)
+            survivors = int(alive.sum())
+            if per_token.shape[1] != survivors:
+                raise TilingError(
+                    f"guide {index + 1}'s attention mask gives {per_token.shape[1]} token weights (latent_shape "
+                    f"{list(entry['latent_shape'])}) for {survivors} guide tokens the model keeps, so TDP cannot tell "
+                    "which token each weight belongs to; add the guide with ComfyUI's LTXVAddGuide")
+            full = torch.zeros(per_token.shape[0], 1, *alive.shape, dtype=per_token.dtype, device=per_token.device)
+            full.view(per_token.shape[0], -1)[:, alive.flatten().to(per_token.device)] = per_token
+            self._token_weights[index] = full
+        return self._token_weights[index]
+
+
+def _survivor_grid(alive: torch.Tensor, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, columns) bool masks of the surviving tokens of a tile's (frames, height, width) crop of one guide,
+    which must be the same whole grid in every frame (a crop of a dilated guide's lattice always is)."""
+    rows, cols = alive[0].any(dim=1), alive[0].any(dim=0)
+    grid = rows[:, None] & cols[None, :]
+    if not bool((alive == grid).all()):
+        raise TilingError(
+            f"the tokens the model keeps of guide {index + 1} do not form the same grid in every frame of a tile, so "
+            "TDP cannot give the tile its attention mask; add IC-LoRA guides with ComfyUI's LTXVAddGuide (whole "
+            "frames, dilated by the reference_downscale_factor)")
+    return rows, cols
 
 
 def latent_weights(pixel_mask: torch.Tensor, latent_shape: Sequence[int]) -> torch.Tensor:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ...tiling import LatentGeometry, PositionRange, TileCountConfig, TilingError
+from ...tiling import LatentGeometry, PositionRange, TilingConfig, TilingError
 from ...tiling.position_range import largest_tile
 from ...tiling.ranks import ONE_RANK, BeforeTile, TileRanks
 from ..progress import TileProgress, check_interrupt
@@ -167,7 +167,7 @@ def outer_sample_wrapper(settings: TDPSettings):
     return wrapper
 
 
-def apply_tdp(model_patcher: Any, tiling: TileCountConfig, *, group: Any = None, normalize_positions: bool = True,
+def apply_tdp(model_patcher: Any, tiling: TilingConfig, *, group: Any = None, normalize_positions: bool = True,
               audio_mode: str = AUDIO_HELD) -> Any:
     """A clone of `model_patcher` whose every model call runs per tile of `tiling`; the input MODEL is untouched.
 

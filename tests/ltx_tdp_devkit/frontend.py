@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 CHROMIUM = "/usr/bin/chromium"
+SUBGRAPH_INPUT = -10
+"""The id of a subgraph's input node in a saved workflow (links from it carry the subgraph node's inputs)."""
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
@@ -135,6 +137,7 @@ _GRAPH_AT = """
 
 _EDIT = """
 async ({path, op, args}) => {
+  const SUBGRAPH_INPUT = -10;
   const graph = (%s)(path);
   const node = (id) => {
     const n = graph.getNodeById(id);
@@ -152,11 +155,14 @@ async ({path, op, args}) => {
     const target = node(args.target);
     const slot = target.findInputSlot(args.input);
     if (slot < 0) throw new Error(`${target.type} has no input ${args.input}`);
-    const link = node(args.origin).connect(args.slot, target, slot);
+    const link = args.origin === SUBGRAPH_INPUT
+      ? graph.inputs[args.slot].connect(target.inputs[slot], target)  // from the subgraph's input node
+      : node(args.origin).connect(args.slot, target, slot);
     if (!link) throw new Error(`could not connect ${args.origin}[${args.slot}] to ${target.type}.${args.input}`);
     return link.id;
   }
   if (op === 'remove') { graph.remove(node(args.id)); return null; }
+  if (op === 'mode') { node(args.id).mode = args.value; return null; }
   if (op === 'widget') {
     const n = node(args.id);
     const w = (n.widgets || []).find(w => w.name === args.name);
@@ -226,8 +232,14 @@ class Frontend:
         return self._edit(path, "add", type=node_type, pos=list(pos))
 
     def connect(self, path: tuple[int, ...], origin: int, slot: int, target: int, input_name: str) -> int:
-        """Link output `slot` of node `origin` to input `input_name` of `target` (replacing its link)."""
+        """Link output `slot` of node `origin` to input `input_name` of `target` (replacing its link). Origin
+        `SUBGRAPH_INPUT` (-10, the id a subgraph's input node has in a saved workflow) links input `slot` of the
+        subgraph at `path`, as dragging from the subgraph's input on the canvas does."""
         return self._edit(path, "connect", origin=origin, slot=slot, target=target, input=input_name)
+
+    def set_mode(self, path: tuple[int, ...], node_id: int, mode: int) -> None:
+        """Set a node's mode (0 always, 2 muted, 4 bypassed), as the node's Bypass / Mute commands do."""
+        self._edit(path, "mode", id=node_id, value=mode)
 
     def remove_node(self, path: tuple[int, ...], node_id: int) -> None:
         self._edit(path, "remove", id=node_id)

@@ -77,3 +77,27 @@ def call_model(model_patcher, x: torch.Tensor, sigma: float, **conds: Any) -> to
     with torch.inference_mode():
         return base.apply_model(x, torch.full((x.shape[0],), sigma), c_crossattn=ctx, transformer_options=opts,
                                 **conds)
+
+
+def smooth_frames(frames: int, height: int, width: int, seed: int) -> torch.Tensor:
+    """Smooth seeded RGB frames (frames, height, width, 3) in [0, 1], as LoadImage / LoadVideo hand them on."""
+    coarse = torch.rand(frames, 3, 4, 6, generator=torch.Generator().manual_seed(seed))
+    return torch.nn.functional.interpolate(coarse, size=(height, width), mode="bilinear").permute(0, 2, 3, 1)
+
+
+def add_iclora_guides(comfy, vae, latent: dict, positive, negative, factor: int = 2) -> tuple:
+    """(positive, negative, latent) with the guides an IC-LoRA workflow adds, by ComfyUI's own LTXVAddGuide: a
+    control video as long as the latent at frame 0 with `iclora_parameters` {"reference_downscale_factor": factor}
+    (what GetICLoRAParameters reads from a factor-2 IC-LoRA such as the union-control ref0.5), a pixel attention
+    mask (zero on the top quarter, a ramp across the width) and strength 0.8; then a keyframe image (factor 1,
+    strength 1) on the last frame."""
+    _, _, f, h, w = latent["samples"].shape
+    frames, height, width = 8 * (f - 1) + 1, 32 * h, 32 * w
+    mask = torch.linspace(0.2, 1.0, width).expand(height, width).clone()
+    mask[: height // 4] = 0.0
+    positive, negative, latent = comfy.run_node(
+        "LTXVAddGuide", positive=positive, negative=negative, vae=vae, latent=latent,
+        image=smooth_frames(frames, height, width, 4), frame_idx=0, strength=0.8, attention_mask=mask[None],
+        iclora_parameters={"reference_downscale_factor": factor})
+    return comfy.run_node("LTXVAddGuide", positive=positive, negative=negative, vae=vae, latent=latent,
+                          image=smooth_frames(1, height, width, 5), frame_idx=frames - 1, strength=1.0)

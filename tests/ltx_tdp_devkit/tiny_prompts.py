@@ -4,10 +4,13 @@ for the real ones, and how a prompt is changed to run on them in seconds. `tiny_
 - model files are mapped to the tiny ones: a checkpoint loader becomes UNETLoader (tiny LTX-Video or LTX-2
   transformer) plus TDPTestVAELoader (tiny video VAE, the checkpoint's VAE output); the LTX-2.5 split files
   (UNETLoader, the video and audio VAELoaders) become the tiny files of ltx_tdp_devkit.ltx25_files; the LTX-2 audio VAE,
-  the latent upscaler, the saved latent, the input picture and the input clip are tiny files of the same format;
+  the latent upscaler, the saved latent, the input picture, the input clip and the IC-LoRA are tiny files of the same
+  format (the IC-LoRA template's: `build_iclora_files`);
 - the text encoder is replaced by TDPTestRandomConditioning (real LTX text encoders are many GB): the loader goes
   away and every CLIPTextEncode becomes a seeded random conditioning; the LTX-2.5 prompt enhancer (an LLM) passes its
-  prompt on;
+  prompt on, and its Gemma LoRA (`LoraLoader` on the text encoder) is dropped, its model passed on;
+- the MoGe depth estimator of the IC-LoRA template is mocked: each `MoGeRender` hands on the frames `MoGeInference`
+  would look at (the control images are the loaded video's frames instead of their depth);
 - sizes shrink (video 192 x 128 x 9 frames at stage 1, an input clip scaled to 192 x 128, decode tiles of 128 px or
   256 px for LTX-2.5's diffusion VAE, 3 stage-1 scheduler steps, tile overlaps of 2 latent cells, a 2-rank CPU group)
   so that a prompt takes seconds on a CPU.
@@ -29,6 +32,9 @@ TINY_FILES = {
     "upsampler": "latent_upscale_models/tdp_tiny_latent_upsampler.safetensors",
 }
 TINY_LATENT = "tdp_tiny_video.latent"
+TINY_ICLORA = "loras/tdp_tiny_ltx2_iclora_ref0.5.safetensors"
+TINY_VIDEO = "tdp_tiny_control.mp4"
+TINY_IMAGE = "tdp_tiny_first_frame.png"
 
 STAGE1_SIZE = {"width": 192, "height": 128, "length": 9}
 DECODE_TILES = {"spatial_tile": 128, "spatial_overlap": 32}
@@ -53,6 +59,31 @@ def build_tiny_files(comfy_base: Path, model_names: dict[str, str]) -> dict[str,
     return names
 
 
+def build_iclora_files(comfy_base: Path) -> dict[str, str]:
+    """The IC-LoRA template's tiny files by role: a factor-2 IC-LoRA for the tiny LTX-2 transformer (what the
+    union-control ref0.5 LoRA is for LTX-2.3), a control video of 9 frames and a first-frame picture at the tiny
+    stage-1 size."""
+    from ltx_tdp_devkit import tiny_workflow_models as tiny
+    from ltx_tdp_devkit.ltx25_files import write_image
+    from ltx_tdp_devkit.tiny_models import LTXAV_CONFIG
+
+    width, height, length = STAGE1_SIZE["width"], STAGE1_SIZE["height"], STAGE1_SIZE["length"]
+    return {"iclora": tiny.build_iclora(comfy_base / "models" / TINY_ICLORA, LTXAV_CONFIG).name,
+            "video": tiny.write_video(comfy_base / "input" / TINY_VIDEO, length, width, height).name,
+            "image": write_image(comfy_base / "input" / TINY_IMAGE, width, height).name}
+
+
+def _mock_depth(prompt: dict[str, Any], renames: dict[tuple[str, int], list | None]) -> None:
+    """Drop the MoGe depth estimator: every MoGeRender's output becomes the image its MoGeInference was given."""
+    for node_id, node in list(prompt.items()):
+        if node["class_type"] == "MoGeRender":
+            inference = node["inputs"]["moge_geometry"][0]
+            renames[(node_id, 0)] = prompt[inference]["inputs"]["image"]
+    for node_id, node in list(prompt.items()):
+        if node["class_type"] in ("MoGeRender", "MoGeInference", "LoadMoGeModel"):
+            del prompt[node_id]
+
+
 def _seed(node_id: str) -> int:
     """A fixed seed per text node: its id, or a hash of it for a node inside a subgraph ("177:102")."""
     return int(node_id) if node_id.isdigit() else zlib.crc32(node_id.encode()) % 2**31
@@ -74,6 +105,7 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     context_dim = 32 if ltx2 else 16  # tiny LTX-2 takes text through its connectors: 2 x caption_channels
     renames: dict[tuple[str, int], list] = {}
     audio_vaes = {v[0] for n in prompt.values() for k, v in n["inputs"].items() if k == "audio_vae" and isinstance(v, list)}
+    _mock_depth(prompt, renames)
     for node_id, node in list(prompt.items()):
         kind, inputs = node["class_type"], node["inputs"]
         if kind == "UNETLoader":  # the LTX-2.5 templates' int8-convrot transformer
@@ -93,6 +125,12 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
             inputs["file"] = _name(names, "video", kind)
         elif kind == "ImageScale":  # a clip scaled to stage 1's size (the video-upscale example)
             inputs.update(width=STAGE1_SIZE["width"], height=STAGE1_SIZE["height"])
+        elif kind == "LoraLoaderModelOnly":  # the IC-LoRA
+            inputs["lora_name"] = _name(names, "iclora", kind)
+        elif kind == "LoraLoader":  # a LoRA of the (mocked) text encoder for the (mocked) prompt enhancer
+            del prompt[node_id]
+            renames[(node_id, 0)] = inputs["model"]
+            renames[(node_id, 1)] = None
         elif kind == "CheckpointLoaderSimple":
             prompt[node_id] = {"class_type": "UNETLoader",
                                "inputs": {"unet_name": names["ltxav" if ltx2 else "ltxv"], "weight_dtype": "default"}}
@@ -120,6 +158,8 @@ def tiny_prompt(twin: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
         elif kind == "LTXTDPTileConfig":
             for axis in ("frames", "height", "width"):
                 inputs[f"{axis}_overlap"] = min(inputs[f"{axis}_overlap"], 2)
+        elif kind == "LTXTDPTileSizeConfig":
+            inputs["min_overlap"] = min(inputs["min_overlap"], 2)
         elif kind == "LTXTDPMultiGPULauncher":
             inputs.update(ranks=GROUP_RANKS, devices="", backend="gloo", timeout_s=120)
         elif kind == "LTXTDPTiledVAEDecode":

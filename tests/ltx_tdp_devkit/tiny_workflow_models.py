@@ -1,6 +1,7 @@
-"""Tiny stand-ins for the other files the example workflows load: LTX-2 audio VAE, latent upscaler, a
-saved latent. Built with ComfyUI's own classes and saved the way the real files are, so ComfyUI's stock
-loaders (LTXVAudioVAELoader, LatentUpscaleModelLoader, LoadLatent) read them unchanged.
+"""Tiny stand-ins for the other files the example workflows and templates load: LTX-2 audio VAE, latent upscaler,
+a saved latent, an IC-LoRA, a video. Built with ComfyUI's own classes (or formats) and saved the way the real
+files are, so ComfyUI's stock loaders (LTXVAudioVAELoader, LatentUpscaleModelLoader, LoadLatent,
+LoraLoaderModelOnly, LoadVideo) read them unchanged.
 """
 
 from __future__ import annotations
@@ -89,4 +90,49 @@ def write_latent(path: Path, samples: torch.Tensor) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({"latent_tensor": samples.contiguous(), "latent_format_version_0": torch.tensor([])}, str(path))
+    return path
+
+
+ICLORA_LAYERS = ("transformer_blocks.0.attn1.to_q", "transformer_blocks.0.attn1.to_v", "transformer_blocks.0.ff.net.2")
+"""The tiny LTX-2 transformer's layers the tiny IC-LoRA changes."""
+
+
+def build_iclora(path: Path, transformer_config: dict, reference_downscale_factor: int = 2, rank: int = 2,
+                 seed: int = 0) -> Path:
+    """A rank-`rank` LoRA (`lora_A` / `lora_B` pairs under `diffusion_model.`) of a few layers of the tiny LTX-2
+    transformer of `transformer_config`, with the metadata an IC-LoRA carries (`reference_downscale_factor`,
+    which ComfyUI's GetICLoRAParameters reads): LoraLoaderModelOnly loads it as it loads the union-control IC-LoRA."""
+    from safetensors.torch import save_file
+
+    from comfy.ldm.lightricks.av_model import LTXAVModel
+    import comfy.ops
+
+    module = LTXAVModel(**transformer_config, operations=comfy.ops.disable_weight_init)
+    gen = torch.Generator().manual_seed(seed)
+    sd = {}
+    for layer in ICLORA_LAYERS:
+        out_features, in_features = module.get_submodule(layer).weight.shape
+        sd[f"diffusion_model.{layer}.lora_A.weight"] = torch.randn(rank, in_features, generator=gen) * 0.3
+        sd[f"diffusion_model.{layer}.lora_B.weight"] = torch.randn(out_features, rank, generator=gen) * 0.3
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(sd, str(path), metadata={"reference_downscale_factor": str(reference_downscale_factor)})
+    return path
+
+
+def write_video(path: Path, frames: int, width: int, height: int, fps: int = 24, seed: int = 0) -> Path:
+    """A short smooth seeded video (MPEG-4 part 2 in .mp4, through PyAV, which ComfyUI's LoadVideo reads with)."""
+    import av
+
+    from .ltx_helpers import smooth_frames
+
+    pixels = (smooth_frames(frames, height, width, seed) * 255).round().to(torch.uint8).numpy()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for frame in pixels:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
     return path

@@ -50,3 +50,15 @@ def test_ksampler_result_equals_single_process(comfy, ltxv, group, layout):
     multi = ksample(comfy, patch(ltxv, tiling(**layout), group=group), latent, steps=3, cfg=2.0)
     err = (multi - single).abs().max().item()
     assert err <= 1e-5, f"{group.rank_count} ranks, {layout}: KSampler result differs by {err:.3e} (limit 1e-5)"
+
+
+def test_a_tile_size_config_over_the_group_equals_single_process(comfy, ltxv, group):
+    """The size config travels in the model job and resolves on every rank to the same tiles."""
+    from ltx_tdp.tiling import TileSizeConfig
+
+    sized = TileSizeConfig.of_pixels(192, 192, 1)  # 6 cells: 8 x 10 cells -> 2 x 2 tiles
+    latent = {"samples": randn(1, 128, 3, 8, 10, seed=2)}
+    single = ksample(comfy, patch(ltxv, sized.resolve((3, 8, 10))), latent, steps=3, cfg=2.0)
+    multi = ksample(comfy, patch(ltxv, sized, group=group), latent, steps=3, cfg=2.0)
+    err = (multi - single).abs().max().item()
+    assert err <= 1e-5, f"{group.rank_count} ranks, tile size config: differs from single process by {err:.3e}"

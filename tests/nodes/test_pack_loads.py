@@ -12,6 +12,7 @@ PACK_NODES = {
     "LTXTDPTileConfig": {"frames_tiles", "frames_overlap", "height_tiles", "height_overlap", "width_tiles",
                          "width_overlap"},
     "LTXTDPBalancedTileConfig": {"gpus", "overlap", "latent", "model"},
+    "LTXTDPTileSizeConfig": {"tile_width", "tile_height", "min_overlap", "tile_frames", "min_frames_overlap"},
     "LTXTDPModelPatcher": {"model", "tiling", "normalize_positions", "audio_mode", "tdp_group"},
 }
 

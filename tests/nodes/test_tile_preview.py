@@ -45,15 +45,50 @@ def test_an_ltx2_audio_video_latent_previews_its_video_part(comfy):
     assert summary.startswith("latent 2 x 6 x 10"), summary
 
 
-def test_a_refused_layout_fails_with_the_patchers_message(comfy, model_names):
+def _refusals(comfy, model_names, tiles, width: int) -> tuple[str, str]:
+    """(the patcher's, the preview's) TilingError message for `tiles` on a latent `width` cells wide."""
     from ltx_tdp.tiling import TilingError
 
-    tiles = tiling(width=(3, 8))
     model = patch(load_ltxv(comfy, model_names), tiles)
     with pytest.raises(TilingError) as patched:
-        call_model(model, torch.randn(1, 128, 1, 4, 21), 0.5)
+        call_model(model, torch.randn(1, 128, 1, 4, width), 0.5)
     with pytest.raises(TilingError) as previewed:
-        _preview(comfy, tiles, latent={"samples": torch.zeros(1, 128, 1, 4, 21)})
-    assert str(previewed.value) == str(patched.value)
-    assert str(previewed.value) == ("width: 21 latent cells cannot take 3 tiles with overlap 8; "
-                                    "the largest overlap that keeps the blend exact is 5")
+        _preview(comfy, tiles, latent={"samples": torch.zeros(1, 128, 1, 4, width)})
+    return str(patched.value), str(previewed.value)
+
+
+def test_a_refused_layout_fails_with_the_patchers_message(comfy, model_names):
+    patched, previewed = _refusals(comfy, model_names, tiling(width=(3, 8)), 21)
+    assert previewed == patched
+    assert previewed == ("width: 21 latent cells cannot take 3 tiles with overlap 8; "
+                         "the largest overlap that keeps the blend exact is 5")
+
+
+def _size_config(comfy, **inputs):
+    from ltx_tdp.nodes.tile_config import TileSizeConfigNode
+
+    defaults = dict(tile_width=2048, tile_height=2048, min_overlap=5, tile_frames=0, min_frames_overlap=1)
+    (config,) = comfy.run_node(TileSizeConfigNode, **{**defaults, **inputs})
+    return config
+
+
+def test_the_tile_size_config_previews_the_counts_and_overlaps_it_resolves_to(comfy):
+    """3840 x 2176 in tiles of at most 2048 px: 2 x 2 tiles of 64 cells, overlapping 60 (height) and 8 (width)."""
+    _, summary = _preview(comfy, _size_config(comfy), width=3840, height=2176, frames=121)
+    assert "4 tiles: frames 1 (overlap 0) x height 2 (overlap 60) x width 2 (overlap 8)" in summary, summary
+    assert "largest tile: 16 x 64 x 64 latent" in summary and "sum to exactly 1" in summary, summary
+
+
+def test_a_tile_size_too_small_for_its_overlap_fails_in_the_config_node(comfy):
+    from ltx_tdp.tiling import TilingError
+
+    with pytest.raises(TilingError, match=r"width: a tile of 288 px is 9 latent cell\(s\) of 32 px, too short for a "
+                                          r"minimum overlap of 5 cells at both ends; use tiles of at least 352 px"):
+        _size_config(comfy, tile_width=288)
+
+
+def test_a_tile_size_no_count_split_fits_fails_in_the_preview_with_the_patchers_message(comfy, model_names):
+    tiles = _size_config(comfy, tile_width=352, min_overlap=5)  # 11 cells: 18 cells have no count split
+    patched, previewed = _refusals(comfy, model_names, tiles, 18)
+    assert previewed == patched
+    assert previewed.startswith("width: 18 latent cells cannot be cut into tiles of at most 11 cells"), previewed

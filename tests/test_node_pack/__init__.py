@@ -2,7 +2,8 @@
 
 Real LTX text encoders are many GB, so `TDPTestRandomConditioning` emits seeded random conditioning with
 an attention mask; ComfyUI 0.3.x's VAELoader ignores safetensors metadata, so `TDPTestVAELoader` builds
-the VAE from its metadata config with ComfyUI's own `comfy.sd.VAE`.
+the VAE from its metadata config with ComfyUI's own `comfy.sd.VAE`. `TDPTestTileProbe` records what each
+model call of a MODEL receives (placed after the TDP patcher: each tile call), for tests that run over a server.
 """
 
 from __future__ import annotations
@@ -50,7 +51,53 @@ class TDPTestVAELoader:
         return (comfy.sd.VAE(sd=sd, metadata=metadata),)
 
 
+class TDPTestTileProbe:
+    """MODEL -> the same MODEL whose every model call (inside TDP's wrapper: every tile call) appends one JSON line
+    to `filename` in the output folder: the video latent's shape, the guide tokens, how many of them the model
+    keeps (denoise mask not negative) and each guide attention entry's latent_shape and pre_filter_count."""
+
+    CATEGORY = "LTX/TDP/testing"
+    FUNCTION = "probe"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "model": ("MODEL", {"tooltip": "The model to watch (e.g. the TDP patcher's output)."}),
+            "filename": ("STRING", {"default": "tile_probe.jsonl", "tooltip": "JSON lines file in the output folder."}),
+        }}
+
+    def probe(self, model, filename: str):
+        import json
+        import os
+
+        import comfy.patcher_extension as ext
+        import folder_paths
+
+        path = os.path.join(folder_paths.get_output_directory(), filename)
+
+        def wrapper(executor, x, t, c_concat, c_crossattn, control, transformer_options, **kw):
+            shapes = kw.get("latent_shapes")
+            video = list(shapes[0]) if shapes else list(x.shape)
+            keyframes, mask = kw.get("keyframe_idxs"), kw.get("denoise_mask")
+            guides = 0 if keyframes is None else int(keyframes.shape[2])
+            frames = guides // (video[-2] * video[-1])
+            kept = guides if mask is None or not frames else int((mask[0, :, -frames:] >= 0).all(0).expand(
+                frames, video[-2], video[-1]).sum())
+            entries = [[list(e["latent_shape"]), int(e["pre_filter_count"])]
+                       for e in kw.get("guide_attention_entries") or []]
+            with open(path, "a") as out:
+                out.write(json.dumps({"video": video, "guide_tokens": guides, "kept_guide_tokens": kept,
+                                      "entries": entries}) + "\n")
+            return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kw)
+
+        probed = model.clone()
+        probed.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_tile_probe", wrapper)
+        return (probed,)
+
+
 NODE_CLASS_MAPPINGS = {
     "TDPTestRandomConditioning": TDPTestRandomConditioning,
     "TDPTestVAELoader": TDPTestVAELoader,
+    "TDPTestTileProbe": TDPTestTileProbe,
 }

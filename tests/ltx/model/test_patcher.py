@@ -326,3 +326,21 @@ def test_masked_guide_attention_entries_one_tile_is_bit_identical_and_tiles_get_
         assert entry["pre_filter_count"] == 16 and list(entry["latent_shape"]) == [1, 4, 4], entry
         assert torch.equal(entry["pixel_mask"].cpu(), full[..., c0:c0 + 4]), \
             f"tile at column {c0}: mask {entry['pixel_mask'][0, 0, 0, 0].tolist()}"
+
+
+def test_a_tile_size_config_samples_exactly_as_the_count_config_it_resolves_to(comfy, model_names):
+    """Tiles of at most 24 frames (3 latent frames) and 224 px (7 cells), overlap at least 1 and 2: on 5 latent
+    frames and a 12-cell width, 2 x 2 tiles overlapping 1 frame and 2 cells."""
+    from ltx_tdp.tiling import AxisTiling, TileCountConfig, TileSizeConfig
+
+    model = load_ltxv(comfy, model_names)
+    latent = {"samples": randn(1, 128, 5, 6, 12, seed=12)}
+    sized = TileSizeConfig.of_pixels(224, 4096, 2, frames=24, min_frames_overlap=1)
+    counted = sized.resolve((5, 6, 12))
+    assert counted == TileCountConfig(AxisTiling(2, 1), AxisTiling(1, 2), AxisTiling(2, 2)), counted
+    calls: list = []
+    by_size = ksample(comfy, _probe(patch(model, sized), calls), latent, cfg=2.0)
+    by_count = ksample(comfy, patch(model, counted), latent, cfg=2.0)
+    assert torch.equal(by_size, by_count), f"max abs diff {(by_size - by_count).abs().max():.3e}"
+    assert len(calls) % 4 == 0 and {tuple(c["x"].shape[2:]) for c in calls} == {(3, 6, 7)}, \
+        f"tile calls of shapes {sorted({tuple(c['x'].shape[2:]) for c in calls})}, expected 2 x 1 x 2 of 3 x 6 x 7"

@@ -108,7 +108,10 @@ _SIZE_TIP = (
     "Largest tile {axis} in pixels. Tiles are whole latent cells of 32 px, so this rounds down to a multiple of 32. "
     "On the actual latent the axis gets the fewest tiles of at most this size, overlapping as much as keeps them "
     "within it (at least min_overlap): exactly what LTX TDP Tile Config gives for that tile count and overlap. "
-    "IC-LoRAs are trained on fixed windows: set their window here."
+    "IC-LoRAs are trained on fixed windows: set their window here. Tiles come out this size wherever the latent is "
+    "larger, so a frame a little larger than one tile gets two tiles that overlap by almost a whole tile (3840 x 2176 "
+    "in 2048 px tiles: 2 x 2 tiles of 2048 px, 1.8x the tokens of LTX TDP Tile Config's 2 x 2); for the least work "
+    "per frame use that node's tile counts."
 )
 
 

@@ -53,7 +53,8 @@ class Session:
         self.port, self._pg = settings.port, False
         self.env_at_init: dict[str, str | None] = {}  # the NCCL variables as init_process_group saw them
         self.ended: str | None = None  # "aborted" or "destroyed": how the process group ended
-        self.stats: collections.Counter[str] = collections.Counter()  # rank 0's seconds per phase, jobs, bytes, timeouts waited out
+        # rank 0's seconds per phase, jobs, bytes, and "timeouts": the waits it gave up on after the whole timeout
+        self.stats: collections.Counter[str] = collections.Counter()
 
     # -- start --------------------------------------------------------------------------------------------
     def start(self) -> "Session":

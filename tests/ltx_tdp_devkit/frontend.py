@@ -201,17 +201,52 @@ _FIT_BOUNDS = """
 """
 
 
+class InFlight:
+    """The page's HTTP requests that have not finished or failed yet (a websocket or an event stream never does,
+    so those are not counted): what the frontend still waits for after an action."""
+
+    LONG_LIVED = frozenset({"websocket", "eventsource"})
+
+    def __init__(self, page: Any):
+        self.pending: set[Any] = set()
+        page.on("request", self._start)
+        page.on("requestfinished", self._end)
+        page.on("requestfailed", self._end)
+
+    def _start(self, request: Any) -> None:
+        if request.resource_type not in self.LONG_LIVED:
+            self.pending.add(request)
+
+    def _end(self, request: Any) -> None:
+        self.pending.discard(request)
+
+
+def settle(page: Any, inflight: InFlight, timeout_s: float = 60.0) -> None:
+    """Wait until the page has no request in flight and has drawn two more frames: the frontend has finished
+    what an action started (model lists, file-size lookups, their console errors, the canvas). Polls page events;
+    the timeout only guards against a request that never ends (it then returns, as a fixed wait would)."""
+    deadline = time.monotonic() + timeout_s
+    while inflight.pending and time.monotonic() < deadline:
+        page.wait_for_timeout(50)  # a poll: lets Playwright deliver the request events
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(null))))")
+
+
 class Frontend:
     """One browser page on the server's frontend; load workflows, read what it made of them."""
 
-    def __init__(self, page: Any, console_errors: list[str]):
+    def __init__(self, page: Any, console_errors: list[str], inflight: InFlight):
         self.page = page
         self._console_errors = console_errors
+        self._inflight = inflight
+
+    def settle(self) -> None:
+        """Wait until the frontend has finished what the last action started (`settle`)."""
+        settle(self.page, self._inflight)
 
     def load(self, workflow: dict) -> LoadReport:
         self._console_errors.clear()
         raw = self.page.evaluate(_LOAD, workflow)
-        self.page.wait_for_timeout(500)
+        self.settle()
         errors = [e for e in self._console_errors if not any(s in e for s in OFFLINE_ERRORS)]
         return LoadReport(console_errors=errors, **raw)
 
@@ -219,7 +254,7 @@ class Frontend:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._dismiss_overlays()
         self.page.evaluate(_FIT)
-        self.page.wait_for_timeout(300)
+        self.settle()
         self.page.screenshot(path=str(path))
         return path
 
@@ -252,7 +287,7 @@ class Frontend:
         """Show the subgraph at `path` on the canvas, as double-clicking into a subgraph node does."""
         self._dismiss_overlays()  # before: Escape also leaves an open subgraph
         self._edit(path, "open")
-        self.page.wait_for_timeout(500)
+        self.settle()
 
     def node_bounds(self, path: tuple[int, ...], node_ids: list[int]) -> list[float]:
         """[x0, y0, x1, y1] around the nodes as the frontend lays them out (title bars included)."""
@@ -263,7 +298,7 @@ class Frontend:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._dismiss_overlays(escape=False)  # Escape would leave an open subgraph
         self.page.evaluate(_FIT_BOUNDS, bounds)
-        self.page.wait_for_timeout(500)
+        self.settle()
         self.page.screenshot(path=str(path))
         return path
 
@@ -344,13 +379,14 @@ def open_frontend(url: str, chromium: str = CHROMIUM, timeout_ms: int = 120_000,
             page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
             page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: console_errors.append(f"page error: {e}"))
+            inflight = InFlight(page)
             page.set_default_timeout(timeout_ms)
             page.goto(url, wait_until="domcontentloaded")
             page.wait_for_function("() => window.app && (window.app.rootGraph || window.app.graph) && window.LiteGraph",
                                    timeout=timeout_ms)
-            page.wait_for_timeout(1000)
+            settle(page, inflight)  # the start-up's own requests (node definitions, settings, release notes)
             page.evaluate(_INSTALL_HOOKS)
             console_errors.clear()  # start-up noise (e.g. no internet for release notes) is not a load error
-            yield Frontend(page, console_errors)
+            yield Frontend(page, console_errors, inflight)
         finally:
             browser.close()

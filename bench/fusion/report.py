@@ -252,7 +252,9 @@ def write(cfg: FusionConfig, trained: Trained, res: Results, out: Path, comfy_ve
         "Same tiles, same tokens per call as the pack. Seam excess over untiled at the method's own edges (the "
         "pack's 2 lines per axis; a cycle's grids' 4 or 6), and at the common lines (the pack's edges at every "
         "shift, the same 6 per axis for all: the total disturbance, thinned by the lines without an edge of that "
-        "method); PSNR against the case's reference.",
+        "method); PSNR against the case's reference. The rule: a grid cycle is kept only "
+        f"if its seam excess (in absolute value) is lower than the pack's by more than the tie ({SEAM_TIE}) in every "
+        f"(sampler, case) pair and its PSNR is nowhere lower than the pack's by more than the tie ({PSNR_TIE_DB} dB).",
         "",
         *shifted_verdict(cfg, res),
         "",

@@ -156,13 +156,8 @@ def count_for_size(length: int, size: int, min_overlap: int, axis: str = "axis")
         raise TilingError(_size_refusal(axis, length, size, min_overlap, problem))
     if length <= size:
         return 1, min_overlap
-    tiles = _fewest_tiles(length, size, min_overlap)
+    tiles = tiles_for_size(length, size, min_overlap, axis)
     return tiles, min((tiles * size - length) // (tiles - 1), max_valid_overlap(length, tiles))
-
-
-def _fewest_tiles(length: int, size: int, min_overlap: int) -> int:
-    """Fewest tiles of `size` cells, neighbours overlapping by `min_overlap`, that reach `length` (size > 2 ov)."""
-    return max(1, math.ceil((length - min_overlap) / (size - min_overlap)))
 
 
 _TOO_SHORT = "the tile is too short for its overlap"
@@ -186,7 +181,7 @@ def _size_problem(length: int, size: int, min_overlap: int) -> str | None:
         return None
     if 2 * min_overlap >= size:
         return _TOO_SHORT
-    if _count_split_problem(length, _fewest_tiles(length, size, min_overlap), min_overlap) is not None:
+    if _count_split_problem(length, tiles_for_size(length, size, min_overlap), min_overlap) is not None:
         return _NO_SPLIT
     return None
 

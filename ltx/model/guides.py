@@ -60,16 +60,20 @@ class GuideFrames:
         self._tiles: Sequence[Tile] = ()
         self._keep = self._weight = None
         self._token_weights: dict[int, torch.Tensor] = {}
+        self._alive: torch.Tensor | None = None
 
     def alive(self) -> torch.Tensor:
         """(guide frames, height, width) bool: the guide tokens the model keeps (batch 0's denoise mask is not
-        negative there; a dilated IC-LoRA guide's filler cells are dropped)."""
-        h, w = self.hw
-        mask = self.kwargs.get("denoise_mask")
-        if not isinstance(mask, torch.Tensor) or mask.ndim != 5:
-            return torch.ones(self.count, h, w, dtype=torch.bool)
-        rows = mask[0, :, self.video_frames:].cpu()
-        return ~(rows < 0).any(dim=0).expand(self.count, h, w)
+        negative there; a dilated IC-LoRA guide's filler cells are dropped). Read once per model call."""
+        if self._alive is None:
+            h, w = self.hw
+            mask = self.kwargs.get("denoise_mask")
+            if not isinstance(mask, torch.Tensor) or mask.ndim != 5:
+                self._alive = torch.ones(self.count, h, w, dtype=torch.bool)
+            else:
+                rows = mask[0, :, self.video_frames:].cpu()
+                self._alive = ~(rows < 0).any(dim=0).expand(self.count, h, w)
+        return self._alive
 
     def select(self, tiles: Sequence[Tile]) -> None:
         """Decide what each of `tiles` (a plan over the video frames) keeps; before any per-tile question."""
@@ -150,7 +154,6 @@ class GuideFrames:
         (h, w), tile_hw = self.hw, tile.shape[1:]
         _, hs, ws = tile.slices
         whole_grid = tuple(tile_hw) == (h, w)
-        alive = None
         out, frame = [], 0
         for index, entry in enumerate(entries):
             n_frames = int(entry["pre_filter_count"]) // (h * w)
@@ -165,7 +168,7 @@ class GuideFrames:
             new = dict(entry)
             new["pre_filter_count"] = n_kept * tile_hw[0] * tile_hw[1]
             if entry.get("latent_shape") is not None:
-                alive = self.alive() if alive is None else alive
+                alive = self.alive()
                 idx = torch.nonzero(mine).flatten()
                 rows, cols = _survivor_grid(alive[first:frame][idx][:, hs, ws], index)
                 new["latent_shape"] = [n_kept, int(rows.sum()), int(cols.sum())]

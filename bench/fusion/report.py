@@ -69,21 +69,25 @@ def verdicts(cfg: FusionConfig, res: Results) -> list[str]:
              "there it measures the noise, not the tiling. Tokens: per refine at 2S, against the pack's.", ""]
     for peer in PEERS:
         lines += [f"**pack vs {label(cfg, peer)}**", ""]
+        found: list[str] = []  # every verdict of this peer, for the count below
+
+        def judged(diff: float, tie: float) -> str:
+            found.append(_verdict(diff, tie))
+            return found[-1]
+
         for s in cfg.samplers:
             g = lambda a, m, c=out_case: mean(res.rows, a, case=c, sampler=s, method=m)  # noqa: E731
             parts = [f"PSNR vs ground truth (2S) {g('psnr', 'tdp'):.2f} vs {g('psnr', peer):.2f} dB "
-                     f"({_verdict(g('psnr', 'tdp') - g('psnr', peer), PSNR_TIE_DB)})"]
+                     f"({judged(g('psnr', 'tdp') - g('psnr', peer), PSNR_TIE_DB)})"]
             if not adds_noise(s):
                 diff = g("psnr", "tdp", in_case) - g("psnr", peer, in_case)
                 parts.append(f"PSNR vs untiled (S) {g('psnr', 'tdp', in_case):.2f} vs {g('psnr', peer, in_case):.2f} dB "
-                             f"({_verdict(diff, PSNR_TIE_DB)})")
+                             f"({judged(diff, PSNR_TIE_DB)})")
             for c, name in ((out_case, "2S"), (in_case, "S")):
                 a, b = g("seam_excess", "tdp", c), g("seam_excess", peer, c)
-                parts.append(f"seam excess ({name}) {a:+.3f} vs {b:+.3f} ({_verdict(abs(b) - abs(a), SEAM_TIE)})")
+                parts.append(f"seam excess ({name}) {a:+.3f} vs {b:+.3f} ({judged(abs(b) - abs(a), SEAM_TIE)})")
             parts.append(f"tokens x{g('tokens', peer) / g('tokens', 'tdp'):.2f}")
             lines.append(f"* {s}: " + "; ".join(parts) + ".")
-        found = [x for line in lines[-len(cfg.samplers):] for x in ("pack better", "tie", "PACK WORSE")
-                 for _ in range(line.count(f"({x})"))]
         lines += ["", f"In all: pack better in {found.count('pack better')}, tie in {found.count('tie')}, "
                   f"pack worse in {found.count('PACK WORSE')} of these {len(found)} comparisons.", ""]
     return lines

@@ -212,6 +212,9 @@ def _video(cfg: FusionConfig, case: Case, v: int) -> tuple[torch.Tensor, torch.T
 def _refine(cfg: FusionConfig, bench: Methods, case: Case, sampler: str, bar) -> Part:
     n = case.cells
     part = Part([])
+    common = common_edges(cfg, n)
+    # Where each method's tiles meet and how much its merge mixes: the same for every video of the case.
+    layout = {m: (edges(grids(cfg, m, n, n), n), mixing_of(cfg, m, n, n)) for m in methods(cfg, n)}
     for v in range(cfg.videos):
         gt, noise = _video(cfg, case, v)
         runs = {}
@@ -222,11 +225,9 @@ def _refine(cfg: FusionConfig, bench: Methods, case: Case, sampler: str, bar) ->
             bar.update(1)
         untiled = runs["full"].out
         reference = gt if case.reference == "ground truth" else untiled
-        common = common_edges(cfg, n)
         for method, r in runs.items():
-            at = edges(grids(cfg, method, n, n), n)
+            at, mix = layout[method]
             seam = (lambda x: seam_score(x, at)) if any(at) else (lambda x: nan)  # noqa: E731
-            mix = mixing_of(cfg, method, n, n)
             part.rows.append(Row(
                 case=case.name, sampler=sampler, method=method, video=v,
                 psnr=psnr(r.out, reference), psnr_gt=psnr(r.out, gt),

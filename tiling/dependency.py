@@ -10,6 +10,8 @@ A stack is a sequence of axis ops, each with an exact dependency rule on a grid 
   reads input (j + drop) // s; n inputs give n*s - drop outputs.
 * `PadEnd(m)`: m copies of the last position appended (output j >= n reads n - 1).
 * `CropEnd(m)`: the last m positions cut off.
+* `Conv(b, a)`: a convolution padded to keep the grid's length (LTX's conv decoders): output i reads inputs
+  [i - b, i + a], clamped to the grid (its padding repeats or reflects positions inside that range).
 
 Per-position layers (linear maps, norms over channels) read only their own position and need no op.
 
@@ -22,13 +24,20 @@ dependency of an interval gives the full grid's values on that interval. For `Wi
 full-grid window lying inside the block is the block's own clamped window too (its start is clamped the same
 way only when the block reaches the grid's edge). So a block that covers `needed(ops, n, lo, hi)` computes
 outputs [lo, hi] exactly.
+
+`axis_reach` reads a stack's reach off these rules: around an interior input cell, how many cells its outputs
+depend on and how many outputs it changes (`DecoderReach`: along time and space, a whole decoder's).
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
+
+from .geometry import AxisScale
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,22 @@ class CropEnd:
         return min(lo, n - self.count - 1), min(hi, n - self.count - 1)
 
 
-AxisOp = Union[Window, Upsample, PadEnd, CropEnd]
+@dataclass(frozen=True)
+class Conv:
+    before: int
+    after: int
+
+    def length(self, n: int) -> int:
+        return n
+
+    def reads(self, n: int, lo: int, hi: int) -> tuple[int, int]:
+        return max(lo - self.before, 0), min(hi + self.after, n - 1)
+
+    def forward(self, n: int, lo: int, hi: int) -> tuple[int, int]:
+        return lo, hi
+
+
+AxisOp = Union[Window, Upsample, PadEnd, CropEnd, Conv]
 
 
 def lengths(ops: Sequence[AxisOp], n: int) -> list[int]:
@@ -125,7 +149,61 @@ def computed(ops: Sequence[AxisOp], n: int, lo: int, hi: int) -> list[tuple[int,
     return spans
 
 
-def reach(ops: Sequence[AxisOp], n: int, cell: int, first: int, last: int) -> tuple[int, int]:
-    """(before, after): how many input positions before `cell` and after it outputs [first, last] (the ones
-    `cell` owns) depend on, on an input grid of `n`."""
-    return cell - needed(ops, n, first, first)[0], needed(ops, n, last, last)[1] - cell
+def dependents(ops: Sequence[AxisOp], n: int, position: int) -> tuple[int, int]:
+    """[first, last] outputs (inclusive) of `ops` on an input grid of `n` that read input `position`.
+
+    Every op's reads are non-decreasing in the output, so the outputs reading one input are one interval: its
+    ends are found by bisection over `needed`.
+    """
+    outputs = range(lengths(ops, n)[-1])
+    first = bisect.bisect_left(outputs, position, key=lambda o: needed(ops, n, o, o)[1])
+    last = bisect.bisect_right(outputs, position, key=lambda o: needed(ops, n, o, o)[0]) - 1
+    if first > last:
+        raise ValueError(f"no output of {len(ops)} ops reads input {position} of a grid of {n}")
+    return first, last
+
+
+@dataclass(frozen=True)
+class AxisReach:
+    """Reach of a stack along one axis around an interior input cell, in cells and outputs (pixels).
+
+    `before` / `after`: cells before the cell and after it that the outputs it owns depend on: the context a
+    tile needs on each side to be exact. `pixels_before` / `pixels_after`: how many outputs before and after
+    its own that one cell changes.
+    """
+
+    before: int
+    after: int
+    pixels_before: int
+    pixels_after: int
+
+    @property
+    def context(self) -> int:
+        """Cells of context on both sides that make a tile exact."""
+        return max(self.before, self.after)
+
+
+@dataclass(frozen=True)
+class DecoderReach:
+    """A video decoder's reach along time and space (height and width have the same layers in LTX decoders)."""
+
+    time: AxisReach
+    space: AxisReach
+
+    @property
+    def context(self) -> tuple[int, int]:
+        """(time, space) cells of context on both sides that make a tile exact."""
+        return self.time.context, self.space.context
+
+
+def axis_reach(ops: Sequence[AxisOp], causal: bool, cells: int = 512) -> AxisReach:
+    """The reach of `ops` around the middle cell of an input grid of `cells`, far from both ends (nothing is
+    clamped there). A cell owns the outputs `AxisScale(factor, causal)` gives it, the factor being the product
+    of the upsamplers' strides (`causal`: the first cell owns one output, LTX's time axis)."""
+    scale = AxisScale(math.prod(op.stride for op in ops if isinstance(op, Upsample)), causal)
+    cell = cells // 2
+    owned = scale.owned_pixels(cell, cell + 1)
+    first, last = owned.start, owned.end - 1
+    touched = dependents(ops, cells, cell)
+    return AxisReach(cell - needed(ops, cells, first, first)[0], needed(ops, cells, last, last)[1] - cell,
+                     first - touched[0], touched[1] - last)

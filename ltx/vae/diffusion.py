@@ -30,7 +30,8 @@ from ...tiling import Tile
 from ...tiling.decode_plan import DecodePlan
 from ...tiling.dependency import computed, needed
 from ..progress import check_interrupt
-from .diffusion_layers import DiffusionLayers, DiffusionReach, counted_reach, grid_lengths, read_layers
+from ...tiling.dependency import DecoderReach
+from .diffusion_layers import DiffusionLayers, counted_reach, grid_lengths, read_layers, stage5_reach
 from .settings import PRESETS, DecodeSettings, VaeDecodeError
 
 log = logging.getLogger(__name__)
@@ -44,12 +45,12 @@ def is_diffusion_vae(vae: Any) -> bool:
     return decoder is not None and hasattr(decoder, "forward_pre_diffusion") and hasattr(decoder, "forward_diff_step")
 
 
-def diffusion_reach(vae: Any) -> DiffusionReach:
+def diffusion_reach(vae: Any) -> DecoderReach:
     """The reach of `vae`'s diffusion decoder, counted from its layers (VaeDecodeError when they cannot be)."""
     return counted_reach(read_layers(vae.first_stage_model.decoder))
 
 
-def stage5_context(settings: DecodeSettings, reach: DiffusionReach) -> tuple[int | None, int | None]:
+def stage5_context(settings: DecodeSettings, reach: tuple[int, int]) -> tuple[int | None, int | None]:
     """(spatial, temporal) latent cells of stage-5 context for `settings.quality`; None: its whole dependency
     box (exact). A preset at or above stage 5's reach is exact."""
     preset = PRESETS[settings.quality]
@@ -57,8 +58,8 @@ def stage5_context(settings: DecodeSettings, reach: DiffusionReach) -> tuple[int
     if cells is None:
         return None, None
     cells = int(cells)
-    return (None if cells >= max(reach.diffusion_space) else cells,
-            None if cells >= max(reach.diffusion_time) else cells)
+    return (None if cells >= reach[1] else cells,
+            None if cells >= reach[0] else cells)
 
 
 def decode_noise(vae: Any, latent: torch.Tensor, pixel_shape: tuple[int, ...]) -> torch.Tensor:
@@ -277,15 +278,14 @@ def prepare_diffusion(vae: Any, latent: torch.Tensor, plan: DecodePlan, settings
     noise field drawn (or `noise`, rank 0's, on a worker). `context` (spatial, temporal) as rank 0 resolved it."""
     decoder = vae.first_stage_model.decoder
     layers = read_layers(decoder)
-    reach = counted_reach(layers)
+    reach, reach5 = counted_reach(layers), stage5_reach(layers)
     if context is None:
-        stage5 = stage5_context(settings, reach)
-        reported = tuple(max(r) if c is None else c for c, r in
-                         zip(stage5, (reach.diffusion_space, reach.diffusion_time)))
+        stage5 = stage5_context(settings, reach5)
+        reported = tuple(r if c is None else c for c, r in zip(stage5, (reach5[1], reach5[0])))
     else:
         reported = tuple(int(c) for c in context)
-        stage5 = (None if reported[0] >= max(reach.diffusion_space) else reported[0],
-                  None if reported[1] >= max(reach.diffusion_time) else reported[1])
+        stage5 = (None if reported[0] >= reach5[1] else reported[0],
+                  None if reported[1] >= reach5[0] else reported[1])
     shape = (latent.shape[0], *plan.pixel_shape, layers_out(decoder))
     pixel_shape = (latent.shape[0], layers_out(decoder), *plan.pixel_shape)
     if noise is None:
@@ -293,5 +293,5 @@ def prepare_diffusion(vae: Any, latent: torch.Tensor, plan: DecodePlan, settings
     if tuple(noise.shape) != pixel_shape:
         raise VaeDecodeError(f"the decode noise has shape {tuple(noise.shape)}, the decode needs {pixel_shape}")
     log.info("LTX-2.5 diffusion decoder: reach %s latent cells in space, %s in time; stage 5 %s",
-             max(reach.space), max(reach.time), "exact" if stage5 == (None, None) else f"context {stage5}")
+             reach.space.context, reach.time.context, "exact" if stage5 == (None, None) else f"context {stage5}")
     return DiffusionDecode(vae, latent.detach().to("cpu"), plan, layers, stage5, reported, noise, shape)

@@ -24,8 +24,7 @@ from typing import Any
 
 import torch
 
-from ...tiling.dependency import AxisOp, CropEnd, PadEnd, Upsample, Window, lengths, reach
-from ...tiling.geometry import AxisScale
+from ...tiling.dependency import AxisOp, CropEnd, DecoderReach, PadEnd, Upsample, Window, axis_reach, lengths
 from .settings import VaeDecodeError
 
 KNOWN_MODULES = frozenset({
@@ -81,10 +80,6 @@ class DiffusionLayers:
         head, mid, tail = self.ops(axis)
         return head + mid + tail
 
-    def factor(self, axis: int) -> int:
-        """Pixels a latent cell becomes along `axis` (time: after the first, causal frame)."""
-        return math.prod(s[axis] for s in self.strides) * (1 if axis == 0 else self.patch)
-
     def stage5_per_cell(self, axis: int) -> int:
         """Stage-5 positions a latent cell becomes along `axis`."""
         return math.prod(s[axis] for s in self.strides)
@@ -134,43 +129,24 @@ def read_layers(decoder: torch.nn.Module) -> DiffusionLayers:
     return layers
 
 
-@dataclass(frozen=True)
-class DiffusionReach:
-    """Latent cells before/after a cell that its pixels depend on, in (time, space), for the whole decoder and
-    for stage 5 alone (the part the decode's quality presets cut short)."""
-
-    time: tuple[int, int]
-    space: tuple[int, int]
-    diffusion_time: tuple[int, int]
-    diffusion_space: tuple[int, int]
-
-    @property
-    def context(self) -> tuple[int, int]:
-        """(time, space) context in latent cells on both sides that makes a plain tile exact."""
-        return max(self.time), max(self.space)
+def counted_reach(layers: DiffusionLayers) -> DecoderReach:
+    """The whole decoder's reach, counted from its kernels, depths, strides and steps on the full chain
+    (`tiling.dependency.axis_reach`). tests/ltx/vae check it by perturbing the latent."""
+    return DecoderReach(axis_reach(layers.chain(0), causal=True), axis_reach(layers.chain(1), causal=False))
 
 
-def _axis_reach(ops: list[AxisOp], axis: int, factor: int, cells: int = 512) -> tuple[int, int]:
-    scale = AxisScale(factor, causal=axis == 0)
-    cell = cells // 2
-    owned = scale.owned_pixels(cell, cell + 1)
-    return reach(ops, cells, cell, owned.start, owned.end - 1)
-
-
-def counted_reach(layers: DiffusionLayers) -> DiffusionReach:
-    """The reach counted from the decoder's kernels, depths, strides and steps on the full chain (interior of a
-    long grid: a window of k widens by k//2 per block at its resolution). tests/ltx/vae check it by gradients."""
+def stage5_reach(layers: DiffusionLayers) -> tuple[int, int]:
+    """(time, space) latent cells of context on both sides at which stage 5 alone is exact (the part the decode's
+    quality presets cut short): in the interior of a long grid a window of k widens by k // 2 a block, at stage
+    5's resolution."""
     out = []
-    for axis in (0, 1):
-        out.append(_axis_reach(layers.chain(axis), axis, layers.factor(axis)))
-    diff = []
     for axis in (0, 1):
         per_cell = layers.stage5_per_cell(axis)
         window = layers.ops(axis)[2][:-1]
         n = 512 * per_cell
         half = sum(min(w.kernel, n) // 2 for w in window)
-        diff.append((-(-half // per_cell),) * 2)
-    return DiffusionReach(out[0], out[1], diff[0], diff[1])
+        out.append(-(-half // per_cell))
+    return out[0], out[1]
 
 
 def grid_lengths(layers: DiffusionLayers, axis: int, n: int) -> tuple[int, int, int]:

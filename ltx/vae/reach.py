@@ -4,11 +4,12 @@ A tile decoded on its own equals the untiled decode exactly (up to float roundin
 keeps depends only on latent cells inside the block it decodes. Two ways to know which cells a pixel
 depends on:
 
-* **counted** (`counted_reach`): walk the decoder's layers backwards from one pixel. A convolution of
-  kernel k with padding (b before, a after) reads positions [o - b, o - b + k - 1]; a depth-to-space
-  upsampler of stride s maps position i to i // s (in time, LTX's upsamplers drop their first output frame,
-  so output frame i comes from input frame (i + 1) // 2); `patch_size` maps a pixel p to p // patch. Exact
-  for decoders built from convolutions, upsamplers and per-pixel layers only.
+* **counted** (`counted_reach`): the decoder's layers as `tiling.dependency` ops, walked backwards from one
+  pixel (`tiling.dependency.axis_reach`). A convolution of kernel k with padding (b before, a after) reads
+  positions [o - b, o - b + k - 1] (`Conv(b, a)`); a depth-to-space upsampler of stride s maps position i to
+  i // s (`Upsample(s)`; in time, LTX's upsamplers drop their first output frame, so output frame i comes from
+  input frame (i + 1) // 2); `patch_size` maps a pixel p to p // patch. Exact for decoders built from
+  convolutions, upsamplers and per-pixel layers only.
 * **measured** (`measured_reach`): the gradient of one pixel with respect to the latent. Outside a
   pixel's dependency set the gradient is exactly zero (no float noise: zero upstream gradients stay
   zero), so the nonzero cells are the dependency set, whatever the weights.
@@ -23,46 +24,10 @@ in time latent frame 0 owns frame 0 and latent frame c >= 1 owns frames [8c - 7,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import torch
 
 from ...tiling import AxisScale
-
-
-@dataclass(frozen=True)
-class AxisReach:
-    """Reach of a decoder along one axis, in latent cells and pixels.
-
-    `before` / `after`: latent cells before the first owning cell of a tile's first pixel, and after the
-    last owning cell of its last pixel, that those pixels depend on: the context a tile needs on each
-    side to be exact. `pixels_before` / `pixels_after`: how many pixels before and after its own pixels one
-    latent cell changes.
-    """
-
-    before: int
-    after: int
-    pixels_before: int
-    pixels_after: int
-
-    @property
-    def context(self) -> int:
-        """Latent cells of context on both sides that make a tile exact."""
-        return max(self.before, self.after)
-
-
-@dataclass(frozen=True)
-class DecoderReach:
-    """Reach along time and space (height and width have the same kernels in LTX decoders)."""
-
-    time: AxisReach
-    space: AxisReach
-
-
-@dataclass(frozen=True)
-class _Op:
-    kind: str  # "conv" or "up"
-    time: tuple[int, int] | int  # conv: (pad before, pad after) ... see _conv_op; up: stride
-    space: tuple[int, int] | int
+from ...tiling.dependency import AxisOp, AxisReach, Conv, DecoderReach, Upsample, axis_reach
 
 
 def whole_frame_layers(decoder: torch.nn.Module) -> tuple[str, ...]:
@@ -75,12 +40,14 @@ def whole_frame_layers(decoder: torch.nn.Module) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _decoder_ops(decoder: torch.nn.Module) -> list[_Op]:
-    """The decoder's convolutions and upsamplers in the order they run, as paddings and strides."""
+def decoder_ops(decoder: torch.nn.Module) -> tuple[list[AxisOp], list[AxisOp]]:
+    """The decoder's convolutions and upsamplers in the order they run, as (time, space) dependency ops; space
+    ends with the patch (`patch_size` pixels a position)."""
     from comfy.ldm.lightricks.vae.causal_video_autoencoder import DepthToSpaceUpsample
 
     causal = bool(getattr(decoder, "causal", True))
-    ops: list[_Op] = []
+    time: list[AxisOp] = []
+    space: list[AxisOp] = []
     pending: tuple[int, int, int] | None = None
     for module in decoder.modules():
         if isinstance(module, DepthToSpaceUpsample):
@@ -92,65 +59,27 @@ def _decoder_ops(decoder: torch.nn.Module) -> list[_Op]:
             if (kt, kh) != (1, 1):
                 # LTX's CausalConv3d pads time itself: k - 1 frames before when causal, (k - 1) // 2 each side
                 # when not; space is padded by the convolution, k // 2 each side.
-                time = (kt - 1, 0) if causal else ((kt - 1) // 2, (kt - 1) // 2)
-                space = (module.padding[1], kh - 1 - module.padding[1])
-                ops.append(_Op("conv", time, space))
+                time.append(Conv(kt - 1, 0) if causal else Conv((kt - 1) // 2, (kt - 1) // 2))
+                space.append(Conv(module.padding[1], kh - 1 - module.padding[1]))
             if pending is not None:  # the upsampler's own convolution runs before its depth-to-space
                 if pending[1] != pending[2] or pending[0] not in (1, 2):
                     raise ValueError(f"an upsampler of stride {pending}: only time x1/x2 and square space strides")
-                ops.append(_Op("up", pending[0], pending[1]))
+                # in time LTX's upsamplers drop their first output frame: output i comes from input (i + 1) // 2
+                time.append(Upsample(pending[0], 1 if pending[0] == 2 else 0))
+                space.append(Upsample(pending[1]))
                 pending = None
-    return ops
-
-
-def _dependency(ops: list[_Op], pixel: int, axis: str, patch: int) -> tuple[int, int]:
-    """[lo, hi] latent cells that `pixel` depends on along `axis` ("time" or "space"), counted."""
-    lo = hi = pixel // patch if axis == "space" else pixel
-    for op in reversed(ops):
-        spec = op.time if axis == "time" else op.space
-        if op.kind == "conv":
-            before, after = spec
-            lo, hi = lo - before, hi + after
-        elif axis == "time" and spec == 2:
-            lo, hi = (lo + 1) // 2, (hi + 1) // 2
-        else:
-            lo, hi = lo // spec, hi // spec
-    return lo, hi
-
-
-def _factor(ops: list[_Op], axis: str, patch: int) -> int:
-    factor = patch if axis == "space" else 1
-    for op in ops:
-        if op.kind == "up":
-            factor *= op.time if axis == "time" else op.space
-    return factor
-
-
-def _owned(cell: int, factor: int, axis: str) -> tuple[int, int]:
-    """First and last pixel that latent cell `cell` (>= 1) owns (tiling.geometry: causal in time)."""
-    owned = AxisScale(factor, causal=axis == "time").owned_pixels(cell, cell + 1)
-    return owned.start, owned.end - 1
-
-
-def _axis_reach(ops: list[_Op], axis: str, patch: int) -> AxisReach:
-    factor = _factor(ops, axis, patch)
-    cell = 1000  # far from both ends: the interior, where nothing is clamped
-    first, last = _owned(cell, factor, axis)
-    before = cell - _dependency(ops, first, axis, patch)[0]
-    after = _dependency(ops, last, axis, patch)[1] - cell
-    touched = [p for p in range(first - 64 * factor, last + 64 * factor)
-               if _dependency(ops, p, axis, patch)[0] <= cell <= _dependency(ops, p, axis, patch)[1]]
-    return AxisReach(before, after, first - min(touched), max(touched) - last)
+    space.append(Upsample(int(getattr(decoder, "patch_size", 1))))
+    return time, space
 
 
 def counted_reach(decoder: torch.nn.Module) -> DecoderReach:
-    """The reach of an LTX `Decoder` (ComfyUI's class) counted over its kernels, paddings and upsamplers.
+    """The reach of an LTX `Decoder` (ComfyUI's class) counted over its kernels, paddings and upsamplers
+    (`tiling.dependency.axis_reach`).
 
     Exact for decoders without whole-frame layers (see `whole_frame_layers`); `measured_reach` checks it.
     """
-    ops = _decoder_ops(decoder)
-    patch = int(getattr(decoder, "patch_size", 1))
-    return DecoderReach(_axis_reach(ops, "time", patch), _axis_reach(ops, "space", patch))
+    time, space = decoder_ops(decoder)
+    return DecoderReach(axis_reach(time, causal=True), axis_reach(space, causal=False))
 
 
 def _decode(decoder: torch.nn.Module, latent: torch.Tensor, timestep: float | None) -> torch.Tensor:
@@ -210,6 +139,7 @@ def measured_reach(decoder: torch.nn.Module, channels: int, axis: int, cells: in
     length = base.shape[axis]
     is_time = axis == 2
     factor = (length - 1) // (cells - 1) if is_time else length // cells
-    first, last = _owned(cell, factor, "time" if is_time else "space")
+    owned = AxisScale(factor, causal=is_time).owned_pixels(cell, cell + 1)
+    first, last = owned.start, owned.end - 1
     (lo, _), (_, hi) = dependency_spans(decoder, latent, (first, last), axis, timestep)
     return AxisReach(cell - lo, hi - cell, first - int(touched.min()), int(touched.max()) - last)

@@ -41,29 +41,33 @@ def test_the_tiny_decoders_counted_reach_is_what_perturbing_the_latent_measures(
     from ltx_tdp.ltx.vae.diffusion import diffusion_reach
 
     reach = diffusion_reach(dvae)
-    space, time = max(reach.space), max(reach.time)
+    space, time = reach.space.context, reach.time.context
     assert (space, time) == (9, 5), f"counted reach {reach}"
     n = 2 * space + 5  # long enough that a dependency stopping only at the latent's end would show
     c = n // 2
     cells = _changed_by(dvae, latent(1, 1, n, seed=3), 4, range(32 * c, 32 * c + 32))
-    assert (c - cells[0], cells[-1] - c) == reach.space, f"width: cells {cells} change cell {c}'s pixels"
+    assert (c - cells[0], cells[-1] - c) == (reach.space.before, reach.space.after), \
+        f"width: cells {cells} change cell {c}'s pixels"
     n = 2 * time + 5
     c = n // 2
     cells = _changed_by(dvae, latent(n, 1, 1, seed=4), 2, range(8 * c - 7, 8 * c + 1))
-    assert (c - cells[0], cells[-1] - c) == reach.time, f"time: cells {cells} change cell {c}'s frames"
+    assert (c - cells[0], cells[-1] - c) == (reach.time.before, reach.time.after), \
+        f"time: cells {cells} change cell {c}'s frames"
 
 
 def test_the_published_decoders_counted_reach_is_31_cells_in_space_and_18_latent_frames_in_time(comfy):
     if not dv.has_diffusion_vae():
         pytest.skip(dv.SKIP_REASON)
     from comfy.ldm.lightricks.vae.na_diffusion_decoder import CausalDiffusionVAE
-    from ltx_tdp.ltx.vae.diffusion_layers import counted_reach, read_layers
+    from ltx_tdp.ltx.vae.diffusion_layers import counted_reach, read_layers, stage5_reach
 
     with torch.device("meta"):  # counting needs the layers, not their weights
         decoder = CausalDiffusionVAE(config=dv.published_config()).decoder
-    reach = counted_reach(read_layers(decoder))
-    assert (reach.space, reach.time) == ((31, 31), (18, 18)), f"counted {reach}"
-    assert (reach.diffusion_space, reach.diffusion_time) == ((5, 5), (5, 5)), f"stage 5 alone {reach}"
+    layers = read_layers(decoder)
+    reach = counted_reach(layers)
+    sides = ((reach.space.before, reach.space.after), (reach.time.before, reach.time.after))
+    assert sides == ((31, 31), (18, 18)), f"counted {reach}"
+    assert stage5_reach(layers) == (5, 5), f"stage 5 alone {stage5_reach(layers)}"
 
 
 def test_one_tile_covering_everything_is_bit_identical_to_vae_decode(dvae):

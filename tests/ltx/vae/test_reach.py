@@ -43,7 +43,8 @@ def test_the_tiny_decoders_counted_reach_is_what_its_gradients_measure(tiny_deco
 @pytest.mark.slow
 def test_the_ltx2_decoders_reach_is_16_cells_in_space_and_14_latent_frames_in_time_counted_and_measured(
         ltx2_decoder):
-    from ltx_tdp.ltx.vae.reach import AxisReach, counted_reach, measured_reach
+    from ltx_tdp.ltx.vae.reach import counted_reach, measured_reach
+    from ltx_tdp.tiling.dependency import AxisReach
 
     counted = counted_reach(ltx2_decoder)
     assert counted.space == AxisReach(16, 16, 484, 484), f"counted space reach {counted.space}"
@@ -57,7 +58,8 @@ def test_the_ltx2_decoders_reach_is_16_cells_in_space_and_14_latent_frames_in_ti
 
 def test_the_ltxv_095_decoders_reach_is_22_cells_in_space_and_time(comfy):
     from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
-    from ltx_tdp.ltx.vae.reach import AxisReach, counted_reach, whole_frame_layers
+    from ltx_tdp.ltx.vae.reach import counted_reach, whole_frame_layers
+    from ltx_tdp.tiling.dependency import AxisReach
 
     needs_ltx2_vae()  # the same up/downsampler classes
     with torch.device("meta"):  # counting needs the layers, not their weights

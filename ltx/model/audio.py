@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ...tiling import TilingError
+from ..errors import UnsupportedInput
 
 AUDIO_HELD = "held"
 AUDIO_AVERAGE = "average"
@@ -43,13 +43,13 @@ FULL_NOISE_SIGMA = 0.95
 def audio_mode(label: str) -> str:
     """The audio mode a combo value means: a value of AUDIO_MODES, or a legacy label mapped to one.
 
-    Raises TilingError naming the accepted values for anything else.
+    Raises UnsupportedInput naming the accepted values for anything else.
     """
     if label in AUDIO_MODES:
         return label
     if label in LEGACY_AUDIO_MODES:
         return LEGACY_AUDIO_MODES[label]
-    raise TilingError(f"unknown audio_mode {label!r}; choose one of {', '.join(AUDIO_MODES)}")
+    raise UnsupportedInput(f"unknown audio_mode {label!r}; choose one of {', '.join(AUDIO_MODES)}")
 
 
 def pack_latents(parts: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from ...multigpu.api import Replica
-from ...tiling import LatentGeometry, TilingError
+from ...tiling import LatentGeometry
+from ..errors import UnsupportedInput
 from ...tiling.ranks import BeforeTile, TileRanks
 from ..replica import PatcherReplica
 from .call import TDPSettings, TiledModelCall
@@ -84,7 +85,7 @@ class ModelJob:
     def of(cls, call: TiledModelCall, x: torch.Tensor, t: torch.Tensor, c_crossattn: Any, control: Any,
            transformer_options: dict[str, Any], own_wrapper: str) -> "ModelJob":
         if control is not None:
-            raise TilingError("multi-GPU TDP cannot send ControlNet inputs to the worker ranks; LTX models do not "
+            raise UnsupportedInput("multi-GPU TDP cannot send ControlNet inputs to the worker ranks; LTX models do not "
                               "use them")
         return cls(call.settings, call.geometry, x, t, c_crossattn, call.kwargs,
                    plain_options(transformer_options, own_wrapper), call.buffer_numel(), call.sum_dtype)

@@ -19,6 +19,7 @@ import torch
 from ...tiling import LatentGeometry, PositionRange, TilingConfig, TilingError
 from ...tiling.position_range import largest_tile
 from ...tiling.ranks import ONE_RANK, BeforeTile, TileRanks
+from ..errors import UnsupportedInput
 from ..progress import TileProgress, check_interrupt
 from .audio import AUDIO_HELD, audio_mode as audio_mode_value, audio_not_ready, has_audio, held_denoise_mask, restore_audio
 from .call import TDPSettings, TiledModelCall
@@ -38,11 +39,11 @@ content's RMS from a first sigma of 0.68 on (0.080 at 0.625, 0.104 at 0.7, 0.222
 blend hid that drift in those runs (no seam, no border loss up to 0.9): the warning is a caution."""
 
 def ltx_diffusion_model(model_patcher: Any) -> Any:
-    """The LTX diffusion model inside a ComfyUI MODEL, or a TilingError saying why this is not one."""
+    """The LTX diffusion model inside a ComfyUI MODEL, or an UnsupportedInput saying why this is not one."""
     diffusion_model = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
     if diffusion_model is None or not hasattr(diffusion_model, "patchifier") or not hasattr(diffusion_model, "vae_scale_factors"):
         name = type(diffusion_model).__name__ if diffusion_model is not None else type(model_patcher).__name__
-        raise TilingError(f"TDP needs an LTX-Video or LTX-2 model; this MODEL is {name}")
+        raise UnsupportedInput(f"TDP needs an LTX-Video or LTX-2 model; this MODEL is {name}")
     return diffusion_model
 
 
@@ -174,7 +175,7 @@ def apply_tdp(model_patcher: Any, tiling: TilingConfig, *, group: Any = None, no
     The one way to patch a model (the node, the tests, the benchmarks and the GPU check call it). `group` is a
     multigpu TDPGroup whose ranks share the tiles (None: this process runs them all); `audio_mode` one of
     ltx.model.audio.AUDIO_MODES or a label older workflows saved. A second TDP patch replaces the first.
-    Raises TilingError for a MODEL that is not LTX or an unknown audio mode.
+    Raises UnsupportedInput for a MODEL that is not LTX or an unknown audio mode.
     """
     import comfy.patcher_extension as ext
 

@@ -20,10 +20,11 @@ import torch
 
 from ...tiling import Tile
 from ...tiling.decode_plan import DecodePlan, DecodeSource, plan_decode
+from ..errors import VaeDecodeError
 from .diffusion import is_diffusion_vae, prepare_diffusion
 from .inputs import check_channels, vae_geometry, video_latent
 from .quality import decode_context
-from .settings import DIFFUSION_TILE_CAP, DecodeSettings, VaeDecodeError
+from .settings import DIFFUSION_TILE_CAP, DecodeSettings
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,11 @@ import torch
 
 from ...tiling import Tile
 from ...tiling.decode_plan import DecodePlan
-from ...tiling.dependency import computed, needed
+from ...tiling.dependency import DecoderReach, computed, needed
+from ..errors import VaeDecodeError
 from ..progress import check_interrupt
-from ...tiling.dependency import DecoderReach
 from .diffusion_layers import DiffusionLayers, counted_reach, grid_lengths, read_layers, stage5_reach
-from .settings import PRESETS, DecodeSettings, VaeDecodeError
+from .settings import PRESETS, DecodeSettings
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ...tiling.dependency import AxisOp, CropEnd, DecoderReach, PadEnd, Upsample, Window, axis_reach, lengths
-from .settings import VaeDecodeError
+from ..errors import VaeDecodeError
 
 KNOWN_MODULES = frozenset({
     "NADiffusionDecoder", "ModuleList", "Sequential", "Linear", "SiLU", "RMSNorm", "NABlock", "DiffusionNABlock",

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ...tiling import AxisScale, LatentGeometry, video_part
-from .settings import VaeDecodeError
+from ..errors import VaeDecodeError
 
 
 def video_latent(samples: Any) -> torch.Tensor:

@@ -19,10 +19,11 @@ import torch
 from ...multigpu.api import Replica
 from ...tiling import LatentGeometry, Tile
 from ...tiling.ranks import TileRanks
+from ..errors import VaeDecodeError
 from ..replica import PatcherReplica
 from .block import prepare_decode
 from .inputs import vae_geometry
-from .settings import DecodeSettings, VaeDecodeError
+from .settings import DecodeSettings
 
 
 def image_output(image: torch.Tensor) -> torch.Tensor:

@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...tiling import AxisTileSize
-
-
-class VaeDecodeError(ValueError):
-    """A latent, VAE or setting the tiled decode cannot take. The message is written for a ComfyUI user."""
+from ..errors import VaeDecodeError
 
 
 @dataclass(frozen=True)

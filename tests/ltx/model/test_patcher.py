@@ -213,12 +213,12 @@ def test_refused_layout_names_the_axis_and_the_largest_valid_overlap(comfy, mode
 
 
 def test_a_model_that_is_not_ltx_is_refused_when_patching(comfy):
-    from ltx_tdp.tiling import TilingError
+    from ltx_tdp.ltx.errors import UnsupportedInput
 
     class NotLTX:
         model = type("M", (), {"diffusion_model": torch.nn.Linear(2, 2)})()
 
-    with pytest.raises(TilingError, match="needs an LTX-Video or LTX-2 model; this MODEL is Linear"):
+    with pytest.raises(UnsupportedInput, match="needs an LTX-Video or LTX-2 model; this MODEL is Linear"):
         patch(NotLTX(), tiling())
 
 

@@ -154,14 +154,14 @@ def tiny_rows(TiledVAEDecodeNode, base: Path) -> list[Row]:
 def profile(vae) -> list[str]:
     """Where the time of one tiled decode goes: decoder calls vs everything else (crop, weights, blend, copies)."""
     from ltx_tdp.ltx.vae import DecodeSettings
-    from ltx_tdp.ltx.vae.block import prepare_decode
+    from ltx_tdp.ltx.vae.decoder import prepare_decode
     from ltx_tdp.tiling import blend_tiles
 
     x = torch.randn(1, 128, *REAL_LATENT, generator=torch.Generator().manual_seed(1))
     lines = []
     for quality in ("exact", "balanced"):
         job = prepare_decode(vae, x, DecodeSettings(spatial_tile=OUR_TILE, quality=quality))
-        spatial = job.context[0]
+        spatial = job.context[1]
         decode_s = 0.0
 
         def timed(tile):
@@ -186,7 +186,7 @@ def overhead_4k(vae) -> list[str]:
     """Decoded latent voxels / latent voxels at 3840 x 2176 x 121 for each preset and spatial tile (whole clips)."""
     from ltx_tdp.ltx.vae import DecodeSettings
     from ltx_tdp.ltx.vae.inputs import vae_geometry
-    from ltx_tdp.ltx.vae.quality import decode_context
+    from ltx_tdp.ltx.vae.decoder import decode_context
     from ltx_tdp.ltx.vae.settings import QUALITY_PRESETS
     from ltx_tdp.tiling.decode_plan import plan_decode
 
@@ -197,8 +197,8 @@ def overhead_4k(vae) -> list[str]:
         cells = []
         for name in presets:
             settings = DecodeSettings(spatial_tile=tile, quality=name)
-            spatial, temporal = decode_context(vae, settings)
-            plan = plan_decode(TARGET_LATENT, settings.tile_sizes(), (temporal, spatial, spatial), geometry)
+            time, space = decode_context(vae, settings)
+            plan = plan_decode(TARGET_LATENT, settings.tile_sizes(), (time, space, space), geometry)
             decoded = sum(math.prod(plan.source(t).latent_shape) for t in plan.pixels.tiles)
             cells.append(f"{decoded / math.prod(TARGET_LATENT):.2f}x")
         lines.append(f"| {tile} px | {' x '.join(map(str, plan.pixels.counts[1:]))} | " + " | ".join(cells) + " |")

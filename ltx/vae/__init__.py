@@ -1,5 +1,5 @@
-"""The VAE path: a tiled decode (settings, inputs, block, decode loop: `decode_tiled`), the decoders' reach and
-quality presets, and the decode as a worker rank runs it (job)."""
+"""The VAE path: a tiled decode (settings, inputs, the decode loop `decode_tiled`), its two decoders behind one
+interface (decoder: conv, diffusion; their reach), and the decode as a worker rank runs it (job)."""
 
 from ..errors import VaeDecodeError
 from .decode import decode_tiled, image_batch

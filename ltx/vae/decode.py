@@ -1,12 +1,9 @@
 """The tiled decode of an LTX video latent with a ComfyUI VAE, streamed into one preallocated CPU buffer.
 
-The tiles live on the pixel grid (`tiling.decode_plan`): each tile decodes the latent cells its pixels need
-plus a context margin (`ltx.vae.block`), is cropped back to its pixels and blended into the output with
+The tiles live on the pixel grid (`tiling.decode_plan`): each tile is decoded by the VAE's decoder
+(`ltx.vae.decoder.TiledDecode`: its pixels and the context they need) and blended into the output with
 `tiling.blend_tiles` (windows that sum to exactly one; fp32; no division). Peak memory is one tile's decode
 plus the output, which is allocated once on the CPU; nothing full-size goes to the GPU.
-
-With a context of at least the decoder's reach (the "exact" quality) a tile's crop equals the untiled decode
-up to float rounding: LTX's conv decoders have no layer that mixes the whole frame (`ltx.vae.reach`).
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import torch
 from ...tiling import Tile, blend_tiles
 from ...tiling.ranks import ONE_RANK, BeforeTile
 from ..progress import ProgressCallback, check_interrupt
-from .block import prepare_decode
+from .decoder import prepare_decode
 from .job import DecodeJob, vae_ranks
 from .settings import DecodeSettings
 
@@ -42,7 +39,7 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
     ranks = vae_ranks(group, vae) if group is not None else ONE_RANK
     plan = decode.plan.pixels
     n = len(plan.tiles)
-    log.info("tiled VAE decode: latent %s -> %s px (frames x height x width), %s tiles", tuple(decode.source.shape),
+    log.info("tiled VAE decode: latent %s -> %s px (frames x height x width), %s tiles", tuple(decode.latent.shape),
              " x ".join(map(str, decode.output_shape[1:4])), " x ".join(map(str, plan.counts)))
     images = torch.zeros(decode.output_shape, dtype=torch.float32)
     # blend_tiles sums over trailing (frames, height, width) axes: hand it the channels-first view of the
@@ -63,7 +60,7 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
             return blend_tiles(plan, decode.decode_tile, rank=rank, world=world, out=out, before_tile=before,
                                on_tile=on_tile)
 
-    job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context, getattr(decode, "noise", None))
+    job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context, decode.noise)
     with torch.inference_mode():
         ranks.gather(job, partial, plan, out)
     if ranks is not ONE_RANK:

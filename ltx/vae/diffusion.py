@@ -1,4 +1,5 @@
-"""The exact tiled decode of LTX-2.5's diffusion video decoder (ComfyUI >= 0.32's `CausalDiffusionVAE`).
+"""The exact tiled decode of LTX-2.5's diffusion video decoder (ComfyUI >= 0.32's `CausalDiffusionVAE`):
+`DiffusionDecode`, one of `ltx.vae.decoder`'s two `TiledDecode`s.
 
 Its decode is stages 1-4 (neighbourhood attention + upsamplers) then a diffusion stage that denoises noise
 drawn with `torch.Generator(device).manual_seed(0)` over the whole pixel shape. A tile equals the untiled
@@ -26,40 +27,17 @@ from typing import Any
 
 import torch
 
-from ...tiling import Tile
-from ...tiling.decode_plan import DecodePlan
+from ...tiling import LTX_GEOMETRY, AxisTileSize, LatentGeometry, Tile
+from ...tiling.decode_plan import DecodePlan, plan_decode
 from ...tiling.dependency import DecoderReach, computed, needed
 from ..errors import VaeDecodeError
 from ..progress import check_interrupt
 from .diffusion_layers import DiffusionLayers, counted_reach, grid_lengths, read_layers, stage5_reach
-from .settings import PRESETS, DecodeSettings
+from .settings import DIFFUSION_TILE_CAP, DecodeSettings
 
 log = logging.getLogger(__name__)
 
 _checked: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
-
-
-def is_diffusion_vae(vae: Any) -> bool:
-    """Whether `vae` (a comfy.sd.VAE or a worker's replica) holds LTX-2.5's diffusion video decoder."""
-    decoder = getattr(getattr(vae, "first_stage_model", None), "decoder", None)
-    return decoder is not None and hasattr(decoder, "forward_pre_diffusion") and hasattr(decoder, "forward_diff_step")
-
-
-def diffusion_reach(vae: Any) -> DecoderReach:
-    """The reach of `vae`'s diffusion decoder, counted from its layers (VaeDecodeError when they cannot be)."""
-    return counted_reach(read_layers(vae.first_stage_model.decoder))
-
-
-def stage5_context(settings: DecodeSettings, reach: tuple[int, int]) -> tuple[int | None, int | None]:
-    """(spatial, temporal) latent cells of stage-5 context for `settings.quality`; None: its whole dependency
-    box (exact). A preset at or above stage 5's reach is exact."""
-    preset = PRESETS[settings.quality]
-    cells = settings.context_cells if preset.context == -1 else preset.context
-    if cells is None:
-        return None, None
-    cells = int(cells)
-    return (None if cells >= reach[1] else cells,
-            None if cells >= reach[0] else cells)
 
 
 def decode_noise(vae: Any, latent: torch.Tensor, pixel_shape: tuple[int, ...]) -> torch.Tensor:
@@ -83,20 +61,20 @@ def decode_noise(vae: Any, latent: torch.Tensor, pixel_shape: tuple[int, ...]) -
 
 
 class DiffusionDecode:
-    """A prepared tiled decode with LTX-2.5's diffusion decoder; the interface of `ltx.vae.block.TiledDecode`.
+    """A prepared tiled decode with LTX-2.5's diffusion decoder (a `ltx.vae.decoder.TiledDecode`).
 
-    `decode_tile(tile)` returns the processed pixels (batch, channels, *tile.shape) of tile `tile` of
-    `plan.pixels`, unweighted, on the compute device. Invariant: with context None on an axis they equal the
-    untiled decode's pixels there up to float rounding (bit for bit when one tile covers everything).
+    `context` is stage 5's (time, space) context in latent cells (its reach where exact); `stage5` the same
+    with None where it is exact: stage 5 then decodes a tile's whole dependency span. `noise` is the one noise
+    field the untiled decode draws. Invariant: with `stage5` None on an axis the tiles' pixels equal the untiled
+    decode's there up to float rounding (bit for bit when one tile covers everything).
     """
 
     def __init__(self, vae: Any, latent: torch.Tensor, plan: DecodePlan, layers: DiffusionLayers,
-                 context: tuple[int | None, int | None], reported: tuple[int, int], noise: torch.Tensor,
+                 stage5: tuple[int | None, int | None], context: tuple[int, int], noise: torch.Tensor,
                  output_shape: tuple[int, ...]):
-        self.vae, self.latent, self.source, self.plan, self.layers = vae, latent, latent, plan, layers
-        self.stage5 = context
-        self.context = reported
-        """(spatial, temporal) context in latent cells, as a worker rank is told it (the reach where exact)."""
+        self.vae, self.latent, self.plan, self.layers = vae, latent, plan, layers
+        self.stage5 = stage5
+        self.context = context
         self.noise = noise
         self.output_shape = output_shape
         self.cells = tuple(int(n) for n in latent.shape[2:])
@@ -105,15 +83,50 @@ class DiffusionDecode:
         self._head: tuple[tuple[int, int], tuple[int, int], torch.Tensor] | None = None
         self._loaded = False
 
+    @classmethod
+    def reach(cls, vae: Any) -> DecoderReach:
+        """The whole decoder's reach, counted from its layers (VaeDecodeError when they cannot be)."""
+        return counted_reach(read_layers(vae.first_stage_model.decoder))
+
+    @classmethod
+    def decode_context(cls, vae: Any, settings: DecodeSettings) -> tuple[int, int]:
+        """(time, space) latent cells of stage-5 context that `settings.quality` gives: the preset's (or custom)
+        cells, at most stage 5's reach, which is "exact"."""
+        return _capped(settings, stage5_reach(read_layers(vae.first_stage_model.decoder)))
+
+    @classmethod
+    def prepare(cls, vae: Any, latent: torch.Tensor, geometry: LatentGeometry, settings: DecodeSettings,
+                context: tuple[int, int] | None = None, noise: torch.Tensor | None = None) -> "DiffusionDecode":
+        """A `DiffusionDecode` of a checked `latent` in tiles of at most `DIFFUSION_TILE_CAP`: the layers read (or
+        refused), the stage-5 context resolved (`context`, (time, space) as rank 0 resolved it, else from
+        `settings.quality`) and the one noise field drawn (or `noise`, rank 0's, on a worker)."""
+        plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(DIFFUSION_TILE_CAP), (0, 0, 0), geometry)
+        decoder = vae.first_stage_model.decoder
+        layers = read_layers(decoder)
+        reach, reach5 = counted_reach(layers), stage5_reach(layers)
+        context = _capped(settings, reach5) if context is None else (int(context[0]), int(context[1]))
+        stage5 = (None if context[0] >= reach5[0] else context[0], None if context[1] >= reach5[1] else context[1])
+        shape = (latent.shape[0], *plan.pixel_shape, layers_out(decoder))
+        pixel_shape = (latent.shape[0], layers_out(decoder), *plan.pixel_shape)
+        if noise is None:
+            noise = decode_noise(vae, latent, pixel_shape)
+        if tuple(noise.shape) != pixel_shape:
+            raise VaeDecodeError(f"the decode noise has shape {tuple(noise.shape)}, the decode needs {pixel_shape}")
+        log.info("LTX-2.5 diffusion decoder: reach %s latent cells in space, %s in time; stage 5 %s",
+                 reach.space.context, reach.time.context,
+                 "exact" if stage5 == (None, None) else f"context {stage5} (time, space)")
+        return cls(vae, latent.detach().to("cpu"), plan, layers, stage5, context, noise, shape)
+
     # -- boxes -----------------------------------------------------------------------------------------------
     def _stage5_box(self, axis: int, start: int, end: int) -> tuple[int, int]:
         """Stage-5 input positions [lo, hi] that pixels [start, end) of `axis` are decoded from."""
         _, _, tail = self.ops[axis]
         n5 = self.grids[axis][1]
-        if self.stage5[0 if axis else 1] is None:
+        cells = self.stage5[min(axis, 1)]
+        if cells is None:
             return needed(tail, n5, start, end - 1)
         lo, hi = needed(tail[-1:], n5, start, end - 1)
-        margin = self.stage5[0 if axis else 1] * self.layers.stage5_per_cell(0 if axis == 0 else 1)
+        margin = cells * self.layers.stage5_per_cell(min(axis, 1))
         return max(0, lo - margin), min(n5 - 1, hi + margin)
 
     def boxes(self, tile: Tile) -> list[tuple[tuple[int, int], tuple[int, int], tuple[int, int]]]:
@@ -245,10 +258,6 @@ def self_check(vae: Any, layers: DiffusionLayers) -> None:
     decoder = vae.first_stage_model.decoder
     if _checked.get(decoder):
         return
-    from ...tiling.decode_plan import plan_decode
-    from ...tiling.geometry import LTX_GEOMETRY
-    from ...tiling.config import AxisTileSize
-
     gen = torch.Generator().manual_seed(0)
     z = torch.randn(1, int(vae.latent_channels), 3, 1, 2, generator=gen)
     plan = plan_decode((3, 1, 2), [AxisTileSize(1 << 16, 0)] * 3, (0, 0, 0), LTX_GEOMETRY)
@@ -272,26 +281,7 @@ def layers_out(decoder: torch.nn.Module) -> int:
     return int(getattr(decoder, "out_channels", 3))
 
 
-def prepare_diffusion(vae: Any, latent: torch.Tensor, plan: DecodePlan, settings: DecodeSettings,
-                      context: tuple[int, int] | None = None, noise: torch.Tensor | None = None) -> DiffusionDecode:
-    """A `DiffusionDecode` of `latent`: the layers read (or refused), the stage-5 context resolved and the one
-    noise field drawn (or `noise`, rank 0's, on a worker). `context` (spatial, temporal) as rank 0 resolved it."""
-    decoder = vae.first_stage_model.decoder
-    layers = read_layers(decoder)
-    reach, reach5 = counted_reach(layers), stage5_reach(layers)
-    if context is None:
-        stage5 = stage5_context(settings, reach5)
-        reported = tuple(r if c is None else c for c, r in zip(stage5, (reach5[1], reach5[0])))
-    else:
-        reported = tuple(int(c) for c in context)
-        stage5 = (None if reported[0] >= reach5[1] else reported[0],
-                  None if reported[1] >= reach5[0] else reported[1])
-    shape = (latent.shape[0], *plan.pixel_shape, layers_out(decoder))
-    pixel_shape = (latent.shape[0], layers_out(decoder), *plan.pixel_shape)
-    if noise is None:
-        noise = decode_noise(vae, latent, pixel_shape)
-    if tuple(noise.shape) != pixel_shape:
-        raise VaeDecodeError(f"the decode noise has shape {tuple(noise.shape)}, the decode needs {pixel_shape}")
-    log.info("LTX-2.5 diffusion decoder: reach %s latent cells in space, %s in time; stage 5 %s",
-             reach.space.context, reach.time.context, "exact" if stage5 == (None, None) else f"context {stage5}")
-    return DiffusionDecode(vae, latent.detach().to("cpu"), plan, layers, stage5, reported, noise, shape)
+def _capped(settings: DecodeSettings, reach5: tuple[int, int]) -> tuple[int, int]:
+    """`settings.context` for stage 5, at most its (time, space) reach `reach5` on each axis."""
+    time, space = settings.context(reach5)
+    return min(time, reach5[0]), min(space, reach5[1])

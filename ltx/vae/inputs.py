@@ -1,4 +1,4 @@
-"""What a tiled decode checks before it plans anything: a video latent, an LTX video VAE, matching channels.
+"""What a tiled decode checks before it plans anything: a video latent, the VAE's scale factors, matching channels.
 
 Every refusal is a VaeDecodeError whose message says what to connect instead.
 """
@@ -32,21 +32,9 @@ def video_latent(samples: Any) -> torch.Tensor:
 def vae_geometry(vae: Any) -> LatentGeometry:
     """The latent geometry of an LTX video VAE (conv or LTX-2.5 diffusion decoder), read from its `upscale_ratio`.
 
-    Raises VaeDecodeError for an empty VAE, a VAE that is not ComfyUI's LTX VideoVAE, or scale factors
-    that are not (causal or plain time factor, height factor, width factor).
+    Raises VaeDecodeError for scale factors that are not (causal or plain time factor, height factor, width
+    factor). Whether it is an LTX video VAE at all is `ltx.vae.decoder.decoder_of`'s question, asked first.
     """
-    model = getattr(vae, "first_stage_model", None)
-    if model is None:
-        raise VaeDecodeError("the VAE is empty: its file held no VAE weights")
-    from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
-
-    from .diffusion import is_diffusion_vae
-
-    if not isinstance(model, VideoVAE) and not is_diffusion_vae(vae):
-        raise VaeDecodeError(
-            f"the tiled decode needs an LTX video VAE (LTX-Video, LTX-2 or LTX-2.5); this VAE is a "
-            f"{type(model).__name__}"
-        )
     ratio = getattr(vae, "upscale_ratio", None)
     if not (isinstance(ratio, (tuple, list)) and len(ratio) == 3 and callable(ratio[0])):
         raise VaeDecodeError(f"the VAE's scale factors {ratio!r} are not (time, height, width) video factors")

@@ -21,7 +21,7 @@ from ...tiling import LatentGeometry, Tile
 from ...tiling.ranks import TileRanks
 from ..errors import VaeDecodeError
 from ..replica import PatcherReplica
-from .block import prepare_decode
+from .decoder import prepare_decode
 from .inputs import vae_geometry
 from .settings import DecodeSettings
 
@@ -104,10 +104,11 @@ class DecodeJob:
     latent: torch.Tensor
     settings: DecodeSettings
     context: tuple[int, int]
-    """(spatial, temporal) context, as rank 0 resolved it."""
+    """(time, space) context, as rank 0 resolved it (`TiledDecode.context`)."""
     noise: torch.Tensor | None = None
-    """LTX-2.5's diffusion decode noise as rank 0 drew it (its generator's numbers depend on the device), so
-    every rank's tiles slice the one field the untiled decode draws."""
+    """The decode noise as rank 0 drew it where other ranks must take it (`TiledDecode.noise`: LTX-2.5's
+    diffusion decoder, whose generator's numbers depend on the device), so every rank's tiles slice the one
+    field the untiled decode draws."""
 
     def tiles(self, vae: Any) -> Callable[[Tile], torch.Tensor]:
         """tile -> its window-weighted pixels (batch, channels, *tile.shape), fp32 on the CPU."""

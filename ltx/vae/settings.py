@@ -32,8 +32,8 @@ LTX-2 decoder with random weights, 640 x 128 px with one tile border across it (
 PRESETS = {p.name: p for p in QUALITY_PRESETS}
 
 DIFFUSION_TILE_CAP = (128, 1024)
-"""(frames, pixels): the largest tile LTX-2.5's diffusion decoder decodes at once; larger tile settings are
-lowered to it (at the `exact` quality the tile size changes no pixel). Its stage 5 keeps about six tensors of
+"""(time, space), in frames and pixels: the largest tile LTX-2.5's diffusion decoder decodes at once; larger tile
+settings are lowered to it (at the `exact` quality the tile size changes no pixel). Its stage 5 keeps about six tensors of
 256 channels per position of a tile plus its 40 positions of reach on every side: about 31 GB in bf16 for the
 largest of the 3 x 4 tiles of a 3840 x 2176 x 121 clip, which decodes 1.6 times the clip's stage-5 positions
 (docs/vae-decode.md has the other sizes)."""
@@ -68,8 +68,8 @@ class DecodeSettings:
                 raise VaeDecodeError(f"{name} cannot be negative, got {getattr(self, name)}")
 
     def tile_sizes(self, cap: tuple[int, int] | None = None) -> tuple[AxisTileSize, AxisTileSize, AxisTileSize]:
-        """(frames, height, width) tile sizes and overlaps, in frames and pixels; with `cap` (frames, pixels)
-        no tile is larger than it (an overlap too large for the capped tile is lowered to less than half)."""
+        """(frames, height, width) tile sizes and overlaps, in frames and pixels; with `cap` (time, space: frames,
+        pixels) no tile is larger than it (an overlap too large for the capped tile is lowered to less than half)."""
         frames, pixels = int(self.temporal_tile), int(self.spatial_tile)
         t_overlap, s_overlap = int(self.temporal_overlap), int(self.spatial_overlap)
         if cap is not None:
@@ -79,7 +79,7 @@ class DecodeSettings:
         return (AxisTileSize(frames, t_overlap), space, space)
 
     def context(self, reach: tuple[int, int]) -> tuple[int, int]:
-        """(spatial, temporal) context in latent cells for a decoder whose (spatial, temporal) reach is `reach`.
+        """(time, space) context in latent cells for a decoder whose (time, space) reach is `reach`.
 
         "exact" is the reach; a fixed preset never exceeds the reach on an axis (more context changes nothing);
         "custom" is `context_cells` on both axes.

@@ -31,7 +31,7 @@ def settings(**kw: Any):
 
 def reach_cells(vae: Any) -> tuple[int, int]:
     """(time, space) reach of the VAE's decoder in latent cells, as the decode's "exact" quality uses it."""
-    from ltx_tdp.ltx.vae.quality import decoder_reach
+    from ltx_tdp.ltx.vae.decoder import decoder_reach
 
     return decoder_reach(vae)
 
@@ -48,11 +48,11 @@ def tiled(vae: Any, x: Any, group: Any = None, progress: Any = None, **kw: Any) 
     return decode_tiled(vae, x, settings(**kw), group=group, progress=progress)
 
 
-def plan(vae: Any, x: torch.Tensor, spatial_context: int = 1, temporal_context: int = 1, **kw: Any):
+def plan(vae: Any, x: torch.Tensor, time_context: int = 1, space_context: int = 1, **kw: Any):
     """The decode plan (tiling.decode_plan.DecodePlan) of `settings(**kw)` with these contexts."""
-    from ltx_tdp.ltx.vae.block import prepare_decode
+    from ltx_tdp.ltx.vae.decoder import prepare_decode
 
-    return prepare_decode(vae, x, settings(**kw), (spatial_context, temporal_context)).plan
+    return prepare_decode(vae, x, settings(**kw), (time_context, space_context)).plan
 
 
 def borders(intervals) -> list[int]:

@@ -21,7 +21,7 @@ LATENT = (1, 128, 4, 8, 8)  # 25 frames of 256 x 256: 4 x 4 x 2 tiles
 
 def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_names, group_factory, tmp_path):
     from ltx_tdp.ltx.vae import decode_tiled
-    from ltx_tdp.ltx.vae.block import prepare_decode
+    from ltx_tdp.ltx.vae.decoder import prepare_decode
 
     vae = load_vae(model_names)
     x = randn(*LATENT, seed=4)

@@ -24,7 +24,7 @@ def test_spatial_tiles_with_context_at_least_the_decoders_reach_match_untiled_wi
     _, context = reach_cells(vae)  # 5 latent cells for the tiny decoder
     x = latent(2, 6, 8, seed=2)
     settings = dict(spatial_tile=128, spatial_overlap=32, context=context)
-    layout = plan(vae, x, context, 0, spatial_tile=128, spatial_overlap=32)
+    layout = plan(vae, x, 0, context, spatial_tile=128, spatial_overlap=32)
     assert layout.pixels.counts == (1, 2, 3), f"tile counts {layout.pixels.counts}"
     want = untiled(vae, x)
     got = tiled(vae, x, **settings)
@@ -43,7 +43,7 @@ def test_spatial_tiles_with_context_at_least_the_decoders_reach_match_untiled_wi
 def test_temporal_chunks_keep_the_frame_count_and_add_no_jump_between_chunks(vae):
     context, _ = reach_cells(vae)
     x = latent(8, 2, 3, seed=3)  # 57 frames
-    layout = plan(vae, x, 0, context, temporal_tile=25, temporal_overlap=8)
+    layout = plan(vae, x, context, 0, temporal_tile=25, temporal_overlap=8)
     assert layout.pixels.counts[0] >= 3, f"expected several temporal chunks, got {layout.pixels.counts}"
     want = untiled(vae, x)
     got = tiled(vae, x, temporal_tile=25, temporal_overlap=8, context=context)

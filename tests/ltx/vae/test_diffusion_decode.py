@@ -38,9 +38,9 @@ def _changed_by(vae, x: torch.Tensor, axis: int, pixels: range) -> list[int]:
 
 
 def test_the_tiny_decoders_counted_reach_is_what_perturbing_the_latent_measures(dvae):
-    from ltx_tdp.ltx.vae.diffusion import diffusion_reach
+    from ltx_tdp.ltx.vae.diffusion import DiffusionDecode
 
-    reach = diffusion_reach(dvae)
+    reach = DiffusionDecode.reach(dvae)
     space, time = reach.space.context, reach.time.context
     assert (space, time) == (9, 5), f"counted reach {reach}"
     n = 2 * space + 5  # long enough that a dependency stopping only at the latent's end would show

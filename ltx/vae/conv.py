@@ -1,5 +1,10 @@
-"""One prepared tiled decode (`prepare_decode` -> `TiledDecode`): the checked inputs, the plan, the shared
-decode noise, and the decode of any one tile on the VAE's device.
+"""The tiled decode with LTX's conv decoders (LTX-Video, LTX-2): `ConvDecode`, one of `ltx.vae.decoder`'s two
+`TiledDecode`s.
+
+Each tile decodes the latent cells its pixels need plus a context margin (`tiling.decode_plan`) and is cropped
+back to its pixels. With a context of at least the decoder's reach (the "exact" quality) a tile's crop equals
+the untiled decode up to float rounding: LTX's conv decoders have no layer that mixes the whole frame
+(`ltx.vae.reach`).
 
 Timestep-conditioned LTX VAEs add decode noise (`randn * s + (1 - s) * latent`) inside `VideoVAE.decode`,
 unseeded, so two tiles would see different noise in their overlap. Here the noise is drawn once for the
@@ -18,41 +23,86 @@ from typing import Any
 
 import torch
 
-from ...tiling import Tile
+from ...tiling import LatentGeometry, Tile
 from ...tiling.decode_plan import DecodePlan, DecodeSource, plan_decode
+from ...tiling.dependency import DecoderReach
 from ..errors import VaeDecodeError
-from .diffusion import is_diffusion_vae, prepare_diffusion
-from .inputs import check_channels, vae_geometry, video_latent
-from .quality import decode_context
-from .settings import DIFFUSION_TILE_CAP, DecodeSettings
+from .reach import counted_reach, whole_frame_layers
+from .settings import DecodeSettings
 
 log = logging.getLogger(__name__)
 
 
-class TiledDecode:
-    """One prepared tiled decode: its plan, its output shape and the decode of any one of its tiles.
+class ConvDecode:
+    """A prepared tiled decode with an LTX conv decoder (a `ltx.vae.decoder.TiledDecode`).
 
-    Built by `prepare_decode`, which has checked the latent, the VAE and the layout and drawn the decode
-    noise field. `decode_tile(tile)` returns tile `tile` of `plan.pixels` as processed pixels (after
-    `vae.process_output`), unweighted, shaped (batch, channels, *tile.shape), on the compute device; the
-    window-weighted sum of every tile's result is the tiled decode (`decode_tiled`). The VAE is loaded on
+    `source` is what the tiles decode from: the latent on the CPU, with the decode noise where the VAE adds it
+    (drawn from the settings' seed, so another rank draws the same and `noise` is None). The VAE is loaded on
     its device at the first tile.
     """
+
+    noise = None
+    """No decode noise travels to other ranks: each draws the same field from the settings' seed."""
 
     def __init__(self, vae: Any, latent: torch.Tensor, source: torch.Tensor, plan: DecodePlan,
                  context: tuple[int, int], output_shape: tuple[int, ...], timestep_conditioned: bool, timestep: float):
         self.vae = vae
         self.latent = latent
-        """The video latent as given (what another rank needs to prepare the same decode)."""
         self.source = source
-        """What the tiles decode from: the latent on the CPU, with the decode noise where the VAE adds it."""
         self.context = context
-        """(spatial, temporal) context in latent cells."""
         self.plan = plan
         self.output_shape = output_shape
         self.timestep_conditioned = timestep_conditioned
         self.timestep = timestep
         self._loaded = False
+
+    @classmethod
+    def reach(cls, vae: Any) -> DecoderReach:
+        """The decoder's reach, counted over its kernels, paddings and upsamplers (`ltx.vae.reach`; the tests check
+        it against gradients)."""
+        return counted_reach(vae.first_stage_model.decoder)
+
+    @classmethod
+    def decode_context(cls, vae: Any, settings: DecodeSettings) -> tuple[int, int]:
+        """(time, space) context in latent cells that `settings.quality` gives a decode with `vae`: the reach for
+        "exact", a preset's cells (never beyond it) otherwise. A decoder with a layer that mixes the whole frame
+        (`ltx.vae.reach.whole_frame_layers`) is warned about: no finite context makes its tiles exact."""
+        if settings.quality == "custom":
+            return settings.context((0, 0))
+        reach = cls.reach(vae).context
+        mixing = whole_frame_layers(vae.first_stage_model.decoder)
+        if mixing and settings.quality == "exact":
+            log.warning("this VAE's decoder has layers that mix the whole frame (%s): no finite context makes tiles "
+                        "exact; using its convolutional reach", ", ".join(mixing[:3]))
+        return settings.context(reach)
+
+    @classmethod
+    def prepare(cls, vae: Any, latent: torch.Tensor, geometry: LatentGeometry, settings: DecodeSettings,
+                context: tuple[int, int] | None = None, noise: torch.Tensor | None = None) -> "ConvDecode":
+        """A `ConvDecode` of a checked `latent` with `settings`: planned, nothing decoded.
+
+        `context` is the (time, space) context in latent cells, resolved from `settings.quality` when None.
+        Decode noise of timestep-conditioned VAEs is drawn here once for the whole latent from `settings.seed`,
+        so every tile (on any rank) slices the same field (`noise` is not used). Raises VaeDecodeError for a VAE
+        whose decode noise cannot be shared, tiling.TilingError (in pixel units) for a layout whose windows would
+        not sum to one.
+        """
+        time, space = cls.decode_context(vae, settings) if context is None else context
+        plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(), (time, space, space), geometry)
+        shape = (latent.shape[0], *plan.pixel_shape, int(getattr(vae, "output_channels", 3)))
+        model = vae.first_stage_model
+        timestep_conditioned, noise_scale, timestep = _decode_noise(model)
+        if any(getattr(m, "inject_noise", False) for m in model.decoder.modules()):
+            log.warning("this VAE's decoder injects its own unseeded noise inside its blocks; tile overlaps will "
+                        "not see identical noise there")
+        with torch.inference_mode():
+            source = latent.detach().to(device="cpu")
+            if timestep_conditioned:
+                gen = torch.Generator(device="cpu").manual_seed(int(settings.seed))
+                drawn = torch.randn(source.shape, generator=gen, dtype=torch.float32)
+                source = drawn * noise_scale + (1.0 - noise_scale) * source.float()
+                del drawn
+        return cls(vae, latent, source, plan, (time, space), shape, timestep_conditioned, timestep)
 
     def load(self) -> None:
         """Load the VAE on its device with room for the largest tile (ComfyUI's model management)."""
@@ -78,41 +128,6 @@ class TiledDecode:
                                       self.timestep)
             _check_block(block, src, self.plan.scales)
             return vae.process_output(block[(Ellipsis, *src.crop)].float())
-
-
-def prepare_decode(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettings(),
-                   context: tuple[int, int] | None = None, noise: torch.Tensor | None = None) -> TiledDecode:
-    """A `TiledDecode` of `samples` with `settings`: checked and planned, nothing decoded.
-
-    `context` is the (spatial, temporal) context in latent cells, resolved from `settings.quality` when None.
-    LTX-2.5's diffusion decoder gets its own exact decode (`ltx.vae.diffusion`, the same interface); `noise` is
-    its decode noise as rank 0 drew it (drawn here when None).
-    Decode noise of timestep-conditioned VAEs is drawn here once for the whole latent from `settings.seed`,
-    so every tile (on any rank) slices the same field. Raises VaeDecodeError for a latent or VAE the decode
-    refuses, tiling.TilingError (in pixel units) for a layout whose windows would not sum to one.
-    """
-    latent = video_latent(samples)
-    geometry = vae_geometry(vae)
-    check_channels(vae, latent)
-    if is_diffusion_vae(vae):
-        plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(DIFFUSION_TILE_CAP), (0, 0, 0), geometry)
-        return prepare_diffusion(vae, latent, plan, settings, context, noise)
-    spatial, temporal = decode_context(vae, settings) if context is None else context
-    plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(), (temporal, spatial, spatial), geometry)
-    shape = (latent.shape[0], *plan.pixel_shape, int(getattr(vae, "output_channels", 3)))
-    model = vae.first_stage_model
-    timestep_conditioned, noise_scale, timestep = _decode_noise(model)
-    if any(getattr(m, "inject_noise", False) for m in model.decoder.modules()):
-        log.warning("this VAE's decoder injects its own unseeded noise inside its blocks; tile overlaps will "
-                    "not see identical noise there")
-    with torch.inference_mode():
-        source = latent.detach().to(device="cpu")
-        if timestep_conditioned:
-            gen = torch.Generator(device="cpu").manual_seed(int(settings.seed))
-            noise = torch.randn(source.shape, generator=gen, dtype=torch.float32)
-            source = noise * noise_scale + (1.0 - noise_scale) * source.float()
-            del noise
-    return TiledDecode(vae, latent, source, plan, (spatial, temporal), shape, timestep_conditioned, timestep)
 
 
 def _decode_noise(model: Any) -> tuple[bool, float, float]:

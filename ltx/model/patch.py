@@ -18,9 +18,9 @@ import torch
 
 from ...tiling import LatentGeometry, PositionRange, TilingConfig, TilingError
 from ...tiling.position_range import largest_tile
-from ...tiling.ranks import ONE_RANK, BeforeTile, TileRanks
+from ...tiling.ranks import ONE_RANK, TileRanks
 from ..errors import UnsupportedInput
-from ..progress import TileProgress, check_interrupt
+from ..progress import TileProgress, check_interrupt, interruptible
 from .audio import AUDIO_HELD, audio_mode as audio_mode_value, audio_not_ready, has_audio, held_denoise_mask, restore_audio
 from .call import TDPSettings, TiledModelCall
 from .job import ModelJob, model_ranks
@@ -111,15 +111,10 @@ def run_tiles(call: TiledModelCall, run_tile: Callable[[torch.Tensor, dict[str, 
     """
     progress = TileProgress(len(call.tiles), transformer_options)
 
-    def partial(rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
-        def before(tile: Any) -> None:
-            check_interrupt()
-            if before_tile is not None:
-                before_tile(tile)
+    def run(rank: int, world: int, before: Callable[[Any], None], on_tile: Callable[[int, int, Any], None]):
+        return call.partial(run_tile, rank, world, before_tile=before, on_tile=on_tile)
 
-        return call.partial(run_tile, rank, world, before_tile=before, on_tile=progress.share(world))
-
-    flat = ranks.reduce(job, partial)
+    flat = ranks.reduce(job, interruptible(run, progress, len(call.tiles)))
     check_interrupt()
     progress.finish()
     return call.finish(flat, output_dtype(call.video))

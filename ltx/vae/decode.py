@@ -9,13 +9,14 @@ plus the output, which is allocated once on the CPU; nothing full-size goes to t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ...tiling import Tile, blend_tiles
-from ...tiling.ranks import ONE_RANK, BeforeTile
-from ..progress import ProgressCallback, check_interrupt
+from ...tiling.ranks import ONE_RANK
+from ..progress import ProgressCallback, check_interrupt, interruptible
 from .decoder import prepare_decode
 from .job import DecodeJob, vae_ranks
 from .settings import DecodeSettings
@@ -46,23 +47,14 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
     # channels-last output, so the result needs no copy to become ComfyUI's IMAGE layout.
     out = images.permute(0, 4, 1, 2, 3)
 
-    def partial(rank: int, world: int, before_tile: BeforeTile) -> torch.Tensor:
-        def before(tile: Tile) -> None:
-            check_interrupt()
-            if before_tile is not None:
-                before_tile(tile)
-
-        def on_tile(done: int, total: int, tile: Tile) -> None:
-            if progress is not None:
-                progress(min(done * world, n), n)
-
+    def run(rank: int, world: int, before: Callable[[Tile], None], on_tile: Callable[[int, int, Tile], None]):
         with torch.inference_mode():
             return blend_tiles(plan, decode.decode_tile, rank=rank, world=world, out=out, before_tile=before,
                                on_tile=on_tile)
 
     job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context, decode.noise)
     with torch.inference_mode():
-        ranks.gather(job, partial, plan, out)
+        ranks.gather(job, interruptible(run, progress, n), plan, out)
     if ranks is not ONE_RANK:
         check_interrupt()
         if progress is not None:

@@ -6,7 +6,7 @@ import logging
 
 from comfy_api.latest import io
 
-from ..ltx.model.patch import position_range
+from ..ltx.model.facts import position_range
 from ..tiling import (VIDEO_AXES, AxisTiling, TileCountConfig, TileSizeConfig, TilingError, balanced_split, plan_tiles,
                       video_grid_shape)
 from ..tiling.position_range import largest_tile

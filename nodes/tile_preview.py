@@ -5,7 +5,7 @@ from __future__ import annotations
 from comfy_api.latest import io, ui
 
 from ..tiling import LTX_GEOMETRY, video_grid_shape
-from ..ltx.model.patch import position_range
+from ..ltx.model.facts import position_range
 from ..tiling.preview import preview_tiles
 from .types import CATEGORY, TILING
 

@@ -3,7 +3,7 @@
 LTX's RoPE divides each token's position by the model's `positional_embedding_max_pos`: [seconds, px, px]
 ([20, 2048, 2048] for LTX-2's published checkpoints; a checkpoint's metadata may set others). A tile longer or
 larger than that puts positions above 1, outside what the model saw in training. The values are read from the
-loaded model (ltx.model.patch.position_range); nothing here assumes them.
+loaded model (ltx.model.facts.position_range); nothing here assumes them.
 """
 
 from __future__ import annotations

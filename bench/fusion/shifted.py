@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from ...ltx.model.call import TDPSettings
-from ...ltx.model.patch import WRAPPER_KEY, TDPModelWrapper, apply_tdp, geometry_of, ltx_diffusion_model, position_range
+from ...ltx.model.facts import geometry_of, ltx_diffusion_model, position_range
+from ...ltx.model.patch import WRAPPER_KEY, TDPModelWrapper, apply_tdp
 from ...tiling import AxisTiling, Interval, TileCountConfig, TilingError
 
 

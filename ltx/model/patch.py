@@ -19,10 +19,10 @@ import torch
 from ...tiling import LatentGeometry, PositionRange, TilingConfig, TilingError
 from ...tiling.position_range import largest_tile
 from ...tiling.ranks import ONE_RANK, TileRanks
-from ..errors import UnsupportedInput
 from ..progress import TileProgress, check_interrupt, interruptible
 from .audio import AUDIO_HELD, audio_mode as audio_mode_value, audio_not_ready, has_audio, held_denoise_mask, restore_audio
 from .call import TDPSettings, TiledModelCall
+from .facts import geometry_of, ltx_diffusion_model, position_range
 from .job import ModelJob, model_ranks
 from .keyframes import MASK_ATTRIBUTE, has_marker_mask, marker_mask_patch
 from .positions import ShiftedGridPatchifier
@@ -37,30 +37,6 @@ Measured by bench/quality (bench/results/quality.md): on a small LTXV trained on
 2 x 2 tiles with overlap 5 each refined on their own differ in their overlaps by more than a tenth of the
 content's RMS from a first sigma of 0.68 on (0.080 at 0.625, 0.104 at 0.7, 0.222 at 0.9). The per-step
 blend hid that drift in those runs (no seam, no border loss up to 0.9): the warning is a caution."""
-
-def ltx_diffusion_model(model_patcher: Any) -> Any:
-    """The LTX diffusion model inside a ComfyUI MODEL, or an UnsupportedInput saying why this is not one."""
-    diffusion_model = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
-    if diffusion_model is None or not hasattr(diffusion_model, "patchifier") or not hasattr(diffusion_model, "vae_scale_factors"):
-        name = type(diffusion_model).__name__ if diffusion_model is not None else type(model_patcher).__name__
-        raise UnsupportedInput(f"TDP needs an LTX-Video or LTX-2 model; this MODEL is {name}")
-    return diffusion_model
-
-
-def geometry_of(diffusion_model: Any) -> LatentGeometry:
-    """The model's own latent-to-pixel map: its VAE scale factors and causal time fix."""
-    return LatentGeometry.of_factors(diffusion_model.vae_scale_factors,
-                                     bool(getattr(diffusion_model, "causal_temporal_positioning", False)))
-
-
-def position_range(model_patcher: Any) -> PositionRange | None:
-    """The trained position range of a loaded LTX MODEL: its transformer's `positional_embedding_max_pos` (which
-    ComfyUI takes from the checkpoint's metadata config when it has one); None for a MODEL that is not LTX."""
-    dm = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
-    max_pos = getattr(dm, "positional_embedding_max_pos", None)
-    if max_pos is None or len(max_pos) != 3:
-        return None
-    return PositionRange.of_max_pos(max_pos)
 
 
 class TDPModelWrapper:

@@ -10,7 +10,7 @@ from ltx_tdp_devkit.vae_helpers import latent, untiled
 
 
 def test_the_models_position_maps_scale_as_ltx_geometry_does(comfy, model_names, ltxav):
-    from ltx_tdp.ltx.model.patch import geometry_of
+    from ltx_tdp.ltx.model.facts import geometry_of
     from ltx_tdp.tiling import LTX_GEOMETRY
     from ltx_tdp_devkit.ltx_helpers import load_ltxv
 

@@ -27,7 +27,7 @@ def narrow_ltxv(comfy):
 
 
 def test_position_range_is_read_from_the_loaded_model(comfy, model_names, narrow_ltxv):
-    from ltx_tdp.ltx.model.patch import position_range
+    from ltx_tdp.ltx.model.facts import position_range
     from ltx_tdp.tiling import PositionRange
 
     assert position_range(narrow_ltxv) == PositionRange(20, 256, 384), position_range(narrow_ltxv)

@@ -9,8 +9,6 @@ from comfy_api.latest import io
 from ..ltx.model.facts import position_range
 from ..tiling import (VIDEO_AXES, AxisTiling, TileCountConfig, TileSizeConfig, TilingError, balanced_split, plan_tiles,
                       video_grid_shape)
-from ..tiling.position_range import largest_tile
-
 from .types import CATEGORY, TILING
 
 log = logging.getLogger(__name__)
@@ -93,14 +91,12 @@ class BalancedTileConfigNode(io.ComfyNode):
         positions = position_range(model) if model is not None else None
         if positions is not None and latent is not None:
             try:
-                big = largest_tile(plan_tiles(shape, config.axes, VIDEO_AXES).axis_intervals)
+                outside = positions.check(plan_tiles(shape, config.axes, VIDEO_AXES))
             except TilingError:  # the patcher refuses this layout with its own message when sampling starts
-                big = (1, 1, 1)
-            excess = positions.excess((1, big[1], big[2]))
-            if excess:
-                log.warning("LTX TDP: %d GPUs split this latent %d x %d; each tile is outside the model's trained "
-                            "position range (%s). Use more GPUs, or LTX TDP Tile Config with more tiles.",
-                            gpus, h, w, ", ".join(excess))
+                outside = None
+            if outside:
+                log.warning("LTX TDP: %d GPUs split this latent %d x %d; each tile is %s. Use more GPUs, or LTX TDP "
+                            "Tile Config with more tiles.", gpus, h, w, outside)
         return io.NodeOutput(config)
 
 

@@ -3,7 +3,8 @@
 LTX's RoPE divides each token's position by the model's `positional_embedding_max_pos`: [seconds, px, px]
 ([20, 2048, 2048] for LTX-2's published checkpoints; a checkpoint's metadata may set others). A tile longer or
 larger than that puts positions above 1, outside what the model saw in training. The values are read from the
-loaded model (ltx.model.facts.position_range); nothing here assumes them.
+loaded model (ltx.model.facts.position_range); nothing here assumes them. `PositionRange.check` is the one check
+of a tile plan against them (the patcher, the balanced tile config and the tile preview word it each their way).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .geometry import LTX_GEOMETRY, LatentGeometry
+from .plan import TilePlan
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,14 @@ class PositionRange:
             out.append(f"length {frames / frame_rate:.1f} s > {self.seconds:g} s")
         return out
 
+    def check(self, plan: TilePlan, frame_rate: float | None = None,
+              geometry: LatentGeometry = LTX_GEOMETRY) -> str | None:
+        """None when the largest tile of `plan` is inside this range, else "outside the model's trained position
+        range (...)" naming each axis it leaves (`excess`; time only with a `frame_rate`)."""
+        excess = self.excess(largest_tile(plan), frame_rate, geometry)
+        return f"outside the model's trained position range ({', '.join(excess)})" if excess else None
 
-def largest_tile(plan_axes: Sequence[Sequence[object]]) -> tuple[int, ...]:
-    """(frames, height, width) latent cells of the largest tile of a plan's per-axis intervals."""
-    return tuple(max(i.length for i in axis) for axis in plan_axes)
+
+def largest_tile(plan: TilePlan) -> tuple[int, ...]:
+    """(frames, height, width) latent cells of the largest tile of `plan`."""
+    return tuple(max(i.length for i in axis) for axis in plan.axis_intervals)

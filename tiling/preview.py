@@ -23,7 +23,7 @@ from .config import TilingConfig
 from .geometry import LTX_GEOMETRY, VIDEO_AXES
 from .intervals import Interval
 from .plan import TilePlan, plan_tiles
-from .position_range import PositionRange
+from .position_range import PositionRange, largest_tile
 from .windows import window_1d
 
 EXACT_TOLERANCE = 1e-6
@@ -163,7 +163,7 @@ def describe(plan: TilePlan, weight_sum: torch.Tensor, positions: PositionRange 
     largest tile against the model's trained position range (`positions`, read from the model)."""
     n_f, n_h, n_w = plan.shape
     counts = plan.counts
-    big = tuple(max(i.length for i in axis) for axis in plan.axis_intervals)
+    big = largest_tile(plan)
     overlaps = tuple(axis[0].ramp_out if len(axis) > 1 else 0 for axis in plan.axis_intervals)
     dev = float((weight_sum - 1.0).abs().max())
     lines = [
@@ -175,11 +175,8 @@ def describe(plan: TilePlan, weight_sum: torch.Tensor, positions: PositionRange 
     ]
     if positions is None:
         lines.append("connect the model to check the tiles against its trained position range")
-    else:
-        excess = positions.excess((1, big[1], big[2]))
-        if excess:
-            lines.append(f"note: the largest tile is outside the model's trained position range ({', '.join(excess)}); "
-                         "use more tiles")
+    elif outside := positions.check(plan):
+        lines.append(f"note: the largest tile is {outside}; use more tiles")
     return "\n".join(lines)
 
 

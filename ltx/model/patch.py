@@ -55,12 +55,11 @@ class TDPModelWrapper:
         if self.positions is None or call.plan.shape in self._checked:
             return
         self._checked.add(call.plan.shape)
-        big = largest_tile(call.plan.axis_intervals)
         rate = float(frame_rate) if isinstance(frame_rate, (int, float)) else None
-        excess = self.positions.excess(big, rate, self.geometry)
-        if excess:
-            log.warning("LTX TDP: tiles of %s latent cells are outside the model's trained position range (%s); "
-                        "use more tiles", " x ".join(map(str, big)), ", ".join(excess))
+        outside = self.positions.check(call.plan, rate, self.geometry)
+        if outside:
+            log.warning("LTX TDP: tiles of %s latent cells are %s; use more tiles",
+                        " x ".join(map(str, largest_tile(call.plan))), outside)
 
     def __call__(self, executor, x, t, c_concat, c_crossattn, control, transformer_options, **kwargs):
         if c_concat is not None:

@@ -101,3 +101,16 @@ def test_position_range_names_each_axis_a_tile_leaves():
     # 64 latent frames = 505 pixel frames = 20.2 s at 25 fps; time is checked only with a frame rate.
     assert positions.excess((64, 1, 1), frame_rate=25) == ["length 20.2 s > 20 s"]
     assert positions.excess((64, 1, 1)) == []
+
+
+def test_the_range_check_of_a_plan_looks_at_its_largest_tile():
+    from ltx_tdp.tiling import PositionRange
+
+    positions = PositionRange.of_max_pos([20, 2048, 2048])
+    # 130 cells in 2 tiles overlapping by 5: the first is 68 cells, 2176 px; in 4 tiles at most 37 cells.
+    two = plan_tiles((64, 68, 130), TileCountConfig(height=AxisTiling(2, 5), width=AxisTiling(2, 5)).axes, VIDEO_AXES)
+    four = plan_tiles((64, 68, 130), TileCountConfig(height=AxisTiling(2, 5), width=AxisTiling(4, 5)).axes, VIDEO_AXES)
+    assert positions.check(two) == "outside the model's trained position range (width 2176 px > 2048 px)", \
+        positions.check(two)
+    assert positions.check(four) is None, positions.check(four)
+    assert positions.check(four, frame_rate=25) == "outside the model's trained position range (length 20.2 s > 20 s)"

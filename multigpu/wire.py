@@ -25,14 +25,16 @@ from typing import Any
 
 import torch
 
-PREFIX = "ltx_tdp"
+from ..package import PACKAGE
+
+PREFIX = PACKAGE
 STARTUP_MIN_S = 60.0
 """Workers get at least this long to start (importing torch and ComfyUI takes seconds on a busy machine)."""
 HEARTBEAT_S = 0.5
 """Heartbeats exist for one question only: which worker stalled when a collective timed out. The collective
 cannot say (every peer is in it); a SIGSTOPped or frozen process stops its heartbeat thread too."""
-WORKER_PACKAGE = "ltx_tdp"
-"""The package name a worker registers the pack under (worker_main.py)."""
+WORKER_PACKAGE = PACKAGE
+"""The package name a worker registers the pack under (worker_main.py, through package.import_pack)."""
 
 WeightName = tuple[str, torch.dtype, tuple[int, ...]]
 """(state-dict key, dtype, shape) of one weight."""

@@ -2,8 +2,8 @@
 that host's N ranks with torch's `start_processes` (docs/multi-gpu.md: other hosts, and why not torchrun).
 
 This script, not the pack, touches sys.path: it puts ComfyUI's directory first (to import its model
-code without starting a server) and registers the pack directory as the package `ltx_tdp` (`import_pack`,
-the pack's one loader).
+code without starting a server) and registers the pack directory as a package with the pack's one loader
+(`package.py`'s `import_pack`, loaded here by its path).
 """
 
 from __future__ import annotations
@@ -20,9 +20,18 @@ from pathlib import Path
 from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
-PACK_DIR = HERE.parent
-PACKAGE = "ltx_tdp"
 EXIT_TERMINATED = 143
+
+
+def _load_package() -> ModuleType:
+    """The pack's `package.py` (its name and loader), loaded by its path: the pack is not importable yet."""
+    spec = importlib.util.spec_from_file_location("package", HERE.parent / "package.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+package = _load_package()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,7 +71,7 @@ def start_local_ranks(args: argparse.Namespace, argv: list[str]) -> int:
                 args.master_addr, "MASTER_PORT": str(args.master_port), "PYTHONUNBUFFERED": "1"}
             for i, r in enumerate(ranks)}
     logs = DefaultLogsSpecs(log_dir=args.log_dir, redirects=Std.ALL if args.log_dir else Std.NONE)
-    context = start_processes("ltx_tdp_worker", sys.executable, cmd_args, envs, logs)
+    context = start_processes(f"{package.PACKAGE}_worker", sys.executable, cmd_args, envs, logs)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_TERMINATED))  # run `finally`: end the local ranks
     try:
         result = context.wait()
@@ -72,19 +81,6 @@ def start_local_ranks(args: argparse.Namespace, argv: list[str]) -> int:
         return next((f.exitcode for _, f in sorted(failures.items())), 0)
     finally:
         context.close()
-
-
-def import_pack() -> ModuleType:
-    """The pack's one loader: register its directory as the package `ltx_tdp` (as ComfyUI's loader imports a
-    custom node folder; idempotent) and return it. The test kit and the benchmarks load this file to call it."""
-    if PACKAGE in sys.modules:
-        return sys.modules[PACKAGE]
-    spec = importlib.util.spec_from_file_location(PACKAGE, PACK_DIR / "__init__.py",
-                                                  submodule_search_locations=[str(PACK_DIR)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[PACKAGE] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.error("%s is not a ComfyUI directory (no comfy/ inside)", comfyui_dir)
         return 2
     sys.path.insert(0, str(comfyui_dir))  # ComfyUI's model code, without starting a server
-    import_pack()
-    worker = importlib.import_module(f"{PACKAGE}.multigpu.worker")
-    launch = importlib.import_module(f"{PACKAGE}.multigpu.launch")
+    package.import_pack()
+    worker = importlib.import_module(f"{package.PACKAGE}.multigpu.worker")
+    launch = importlib.import_module(f"{package.PACKAGE}.multigpu.launch")
     if args.parent_pipe:
         worker.watch_parent_pipe()
     bind = args.bind_address or launch.local_ip_towards(args.master_addr, args.master_port)

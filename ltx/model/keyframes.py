@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ...package import PACKAGE
 from ...tiling import LatentGeometry, TilingError
 
 
@@ -62,7 +63,7 @@ class TileTokens:
         return grid[:, rows][:, :, self.hs, self.ws].reshape(untiled.shape[0], -1)
 
 
-_TILE: contextvars.ContextVar[TileTokens | None] = contextvars.ContextVar("ltx_tdp_tile_tokens", default=None)
+_TILE: contextvars.ContextVar[TileTokens | None] = contextvars.ContextVar(f"{PACKAGE}_tile_tokens", default=None)
 
 
 @contextlib.contextmanager

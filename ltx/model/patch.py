@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ...package import PACKAGE
 from ...tiling import LatentGeometry, PositionRange, TilingConfig, TilingError
 from ...tiling.position_range import largest_tile
 from ...tiling.ranks import ONE_RANK, TileRanks
@@ -29,7 +30,7 @@ from .positions import ShiftedGridPatchifier
 
 log = logging.getLogger(__name__)
 
-WRAPPER_KEY = "ltx_tdp"
+WRAPPER_KEY = PACKAGE
 DRIFT_WARNING_SIGMA = 0.68
 """A first sigma above this re-injects enough noise for tiles to drift apart (upstream stage 2 starts at 0.625).
 

@@ -21,9 +21,11 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from ...package import PACKAGE
 from ...tiling import AxisScale
 
-_SHIFT: contextvars.ContextVar[tuple[float, float, float] | None] = contextvars.ContextVar("ltx_tdp_grid_shift", default=None)
+_SHIFT: contextvars.ContextVar[tuple[float, float, float] | None] = contextvars.ContextVar(f"{PACKAGE}_grid_shift",
+                                                                                           default=None)
 
 
 def grid_shift(origin: Sequence[int], normalize: bool, time: AxisScale) -> tuple[float, float, float] | None:

@@ -1,22 +1,26 @@
-"""This checkout as the package `ltx_tdp`, through the pack's one loader (`multigpu/worker_main.py`'s
-`import_pack`, which worker ranks use too)."""
+"""This checkout as the package `ltx_tdp`, through the pack's one loader (`package.py`'s `import_pack`, which
+worker ranks use too)."""
 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from types import ModuleType
 
 from .paths import PACK_ROOT
 
-PACKAGE = "ltx_tdp"
+
+def _package() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("package", PACK_ROOT / "package.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_PACKAGE_PY = _package()
+PACKAGE = _PACKAGE_PY.PACKAGE
+"""The pack's package name, as `package.py` spells it."""
 
 
 def import_pack() -> ModuleType:
     """Register the checkout as package `ltx_tdp` (idempotent) and return it."""
-    if PACKAGE in sys.modules:
-        return sys.modules[PACKAGE]
-    spec = importlib.util.spec_from_file_location("ltx_tdp_worker_main", PACK_ROOT / "multigpu" / "worker_main.py")
-    loader = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loader)
-    return loader.import_pack()
+    return _PACKAGE_PY.import_pack()

@@ -32,7 +32,7 @@ def main() -> int:
 
         worker.Worker._ack = stall_mid_ack
     else:
-        model_job = importlib.import_module(f"{worker_main.PACKAGE}.ltx.model.job")
+        model_job = importlib.import_module(f"{worker_main.package.PACKAGE}.ltx.model.job")
 
         def run(self, *a, **kw):
             raise RuntimeError(MESSAGE)

@@ -31,5 +31,5 @@ def boot() -> tuple[ModuleType, ModuleType]:
     worker_main = load_file("tdp_worker_main", PACK / "multigpu" / "worker_main.py")
     args = worker_main.parse_args(sys.argv[1:])
     sys.path.insert(0, str(Path(args.comfyui_dir).resolve()))  # ComfyUI's model code, as worker_main.main does
-    worker_main.import_pack()
-    return worker_main, importlib.import_module(f"{worker_main.PACKAGE}.multigpu.worker")
+    worker_main.package.import_pack()
+    return worker_main, importlib.import_module(f"{worker_main.package.PACKAGE}.multigpu.worker")

@@ -15,9 +15,11 @@ A stack is a sequence of axis ops, each with an exact dependency rule on a grid 
 
 Per-position layers (linear maps, norms over channels) read only their own position and need no op.
 
-`needed` walks a stack backwards: the input interval an output interval depends on, on the full grid.
-`computed` walks it forwards: what a block cut from the input computes, in full-grid coordinates, and whether
-it holds the origin / the end at each op (so it drops and pads as the full decode does there).
+Positions are ranges [first, last] with both ends included (`Span`), as dependencies are; a tile's own range
+is the half-open `tiling.Interval`. `needed` walks a stack backwards: the input span an output span depends on,
+on the full grid. `computed` walks it forwards: what a block cut from the input computes, in full-grid
+coordinates, and whether it holds the origin / the end at each op (so it drops and pads as the full decode does
+there).
 
 Invariant (why a block equals the full computation): an op evaluated on a block that covers the full-grid
 dependency of an interval gives the full grid's values on that interval. For `Window` that holds because a
@@ -35,9 +37,16 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import NamedTuple, Union
 
 from .geometry import AxisScale
+
+
+class Span(NamedTuple):
+    """Positions [first, last] of one axis, both included."""
+
+    first: int
+    last: int
 
 
 @dataclass(frozen=True)
@@ -47,13 +56,13 @@ class Window:
     def length(self, n: int) -> int:
         return n
 
-    def reads(self, n: int, lo: int, hi: int) -> tuple[int, int]:
+    def reads(self, n: int, lo: int, hi: int) -> Span:
         k = min(self.kernel, n)
         start = lambda i: min(max(i - k // 2, 0), n - k)  # noqa: E731 (non-decreasing in i)
-        return start(lo), start(hi) + k - 1
+        return Span(start(lo), start(hi) + k - 1)
 
-    def forward(self, n: int, lo: int, hi: int) -> tuple[int, int]:
-        return lo, hi
+    def forward(self, n: int, lo: int, hi: int) -> Span:
+        return Span(lo, hi)
 
 
 @dataclass(frozen=True)
@@ -64,12 +73,12 @@ class Upsample:
     def length(self, n: int) -> int:
         return n * self.stride - self.drop
 
-    def reads(self, n: int, lo: int, hi: int) -> tuple[int, int]:
-        return (lo + self.drop) // self.stride, (hi + self.drop) // self.stride
+    def reads(self, n: int, lo: int, hi: int) -> Span:
+        return Span((lo + self.drop) // self.stride, (hi + self.drop) // self.stride)
 
-    def forward(self, n: int, lo: int, hi: int) -> tuple[int, int]:
+    def forward(self, n: int, lo: int, hi: int) -> Span:
         s = self.stride
-        return (0 if lo == 0 else lo * s - self.drop), hi * s + s - 1 - self.drop
+        return Span(0 if lo == 0 else lo * s - self.drop, hi * s + s - 1 - self.drop)
 
 
 @dataclass(frozen=True)
@@ -79,11 +88,11 @@ class PadEnd:
     def length(self, n: int) -> int:
         return n + self.count
 
-    def reads(self, n: int, lo: int, hi: int) -> tuple[int, int]:
-        return min(lo, n - 1), min(hi, n - 1)
+    def reads(self, n: int, lo: int, hi: int) -> Span:
+        return Span(min(lo, n - 1), min(hi, n - 1))
 
-    def forward(self, n: int, lo: int, hi: int) -> tuple[int, int]:
-        return lo, (hi + self.count if hi == n - 1 else hi)
+    def forward(self, n: int, lo: int, hi: int) -> Span:
+        return Span(lo, hi + self.count if hi == n - 1 else hi)
 
 
 @dataclass(frozen=True)
@@ -93,11 +102,11 @@ class CropEnd:
     def length(self, n: int) -> int:
         return n - self.count
 
-    def reads(self, n: int, lo: int, hi: int) -> tuple[int, int]:
-        return lo, hi
+    def reads(self, n: int, lo: int, hi: int) -> Span:
+        return Span(lo, hi)
 
-    def forward(self, n: int, lo: int, hi: int) -> tuple[int, int]:
-        return min(lo, n - self.count - 1), min(hi, n - self.count - 1)
+    def forward(self, n: int, lo: int, hi: int) -> Span:
+        return Span(min(lo, n - self.count - 1), min(hi, n - self.count - 1))
 
 
 @dataclass(frozen=True)
@@ -108,11 +117,11 @@ class Conv:
     def length(self, n: int) -> int:
         return n
 
-    def reads(self, n: int, lo: int, hi: int) -> tuple[int, int]:
-        return max(lo - self.before, 0), min(hi + self.after, n - 1)
+    def reads(self, n: int, lo: int, hi: int) -> Span:
+        return Span(max(lo - self.before, 0), min(hi + self.after, n - 1))
 
-    def forward(self, n: int, lo: int, hi: int) -> tuple[int, int]:
-        return lo, hi
+    def forward(self, n: int, lo: int, hi: int) -> Span:
+        return Span(lo, hi)
 
 
 AxisOp = Union[Window, Upsample, PadEnd, CropEnd, Conv]
@@ -128,39 +137,40 @@ def lengths(ops: Sequence[AxisOp], n: int) -> list[int]:
     return out
 
 
-def needed(ops: Sequence[AxisOp], n: int, lo: int, hi: int) -> tuple[int, int]:
-    """[first, last] input positions (inclusive) that outputs [lo, hi] of `ops` on an input grid of `n` read."""
+def needed(ops: Sequence[AxisOp], n: int, lo: int, hi: int) -> Span:
+    """The input positions that outputs [lo, hi] of `ops` on an input grid of `n` read."""
     sizes = lengths(ops, n)
     if not 0 <= lo <= hi < sizes[-1]:
         raise ValueError(f"outputs [{lo}, {hi}] are not inside a grid of {sizes[-1]}")
+    span = Span(lo, hi)
     for op, size in zip(reversed(ops), reversed(sizes[:-1])):
-        lo, hi = op.reads(size, lo, hi)
-    return lo, hi
+        span = op.reads(size, *span)
+    return span
 
 
-def computed(ops: Sequence[AxisOp], n: int, lo: int, hi: int) -> list[tuple[int, int]]:
-    """Full-grid [first, last] positions that a block holding inputs [lo, hi] has at the input of every op,
+def computed(ops: Sequence[AxisOp], n: int, lo: int, hi: int) -> list[Span]:
+    """The full-grid positions that a block holding inputs [lo, hi] has at the input of every op,
     then at the output (a block that starts at 0 holds the origin: it drops there; one that ends at n - 1
     holds the end: it pads there)."""
     sizes = lengths(ops, n)
-    spans = [(lo, hi)]
+    spans = [Span(lo, hi)]
     for op, size in zip(ops, sizes[:-1]):
         spans.append(op.forward(size, *spans[-1]))
     return spans
 
 
-def dependents(ops: Sequence[AxisOp], n: int, position: int) -> tuple[int, int]:
-    """[first, last] outputs (inclusive) of `ops` on an input grid of `n` that read input `position`.
+def dependents(ops: Sequence[AxisOp], n: int, position: int) -> Span:
+    """The outputs of `ops` on an input grid of `n` that read input `position`.
 
     Every op's reads are non-decreasing in the output, so the outputs reading one input are one interval: its
     ends are found by bisection over `needed`.
     """
     outputs = range(lengths(ops, n)[-1])
-    first = bisect.bisect_left(outputs, position, key=lambda o: needed(ops, n, o, o)[1])
-    last = bisect.bisect_right(outputs, position, key=lambda o: needed(ops, n, o, o)[0]) - 1
+    first = bisect.bisect_left(outputs, position, key=lambda o: needed(ops, n, o, o).last)
+    last = bisect.bisect_right(outputs, position, key=lambda o: needed(ops, n, o, o).first) - 1
     if first > last:
         raise ValueError(f"no output of {len(ops)} ops reads input {position} of a grid of {n}")
-    return first, last
+    return Span(first, last)
 
 
 @dataclass(frozen=True)
@@ -205,5 +215,5 @@ def axis_reach(ops: Sequence[AxisOp], causal: bool, cells: int = 512) -> AxisRea
     owned = scale.owned_pixels(cell, cell + 1)
     first, last = owned.start, owned.end - 1
     touched = dependents(ops, cells, cell)
-    return AxisReach(cell - needed(ops, cells, first, first)[0], needed(ops, cells, last, last)[1] - cell,
-                     first - touched[0], touched[1] - last)
+    return AxisReach(cell - needed(ops, cells, first, first).first, needed(ops, cells, last, last).last - cell,
+                     first - touched.first, touched.last - last)

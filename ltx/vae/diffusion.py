@@ -4,7 +4,7 @@
 Its decode is stages 1-4 (neighbourhood attention + upsamplers) then a diffusion stage that denoises noise
 drawn with `torch.Generator(device).manual_seed(0)` over the whole pixel shape. A tile equals the untiled
 decode when it (1) decodes the positions its pixels depend on at every layer (`tiling.dependency`: windows
-are shifted inward at the grid's edges, so the block is the full grid's dependency box, not a symmetric
+are shifted inward at the grid's edges, so the block is the full grid's dependency span, not a symmetric
 margin), (2) takes its slice of that one noise field, and (3) drops / pads the leading / trailing frame
 exactly where the full decode does (a block holding the clip's first latent frame drops the causal duplicate
 frame; one holding the last pads it).
@@ -12,8 +12,8 @@ frame; one holding the last pads it).
 The whole decoder reaches about 31 latent cells in space (published configuration), so a tile cut from the
 latent would decode almost the whole 4K frame. Stages 1-3 are cheap per position, stages 4-5 dear; so per
 temporal chunk stages 1-3 run once over the whole frame (`head`, kept on the device while that chunk's tiles
-decode), and each tile runs stages 4-5 (`mid`, `tail`) from its dependency box in the head's output, which
-reaches only about 6 cells. `exact` gives stage 5 its whole dependency box; a preset of c < its reach gives it
+decode), and each tile runs stages 4-5 (`mid`, `tail`) from its dependency span in the head's output, which
+reaches only about 6 cells. `exact` gives stage 5 its whole dependency span; a preset of c < its reach gives it
 c latent cells around the tile (the stages before it stay exact).
 """
 
@@ -29,7 +29,7 @@ import torch
 
 from ...tiling import LTX_GEOMETRY, AxisTileSize, LatentGeometry, Tile
 from ...tiling.decode_plan import DecodePlan, plan_decode
-from ...tiling.dependency import DecoderReach, computed, needed
+from ...tiling.dependency import DecoderReach, Span, computed, needed
 from ..errors import VaeDecodeError
 from ..progress import check_interrupt
 from .diffusion_layers import DiffusionLayers, counted_reach, grid_lengths, read_layers, stage5_reach
@@ -80,7 +80,7 @@ class DiffusionDecode:
         self.cells = tuple(int(n) for n in latent.shape[2:])
         self.ops = [layers.ops(0), layers.ops(1), layers.ops(1)]
         self.grids = [grid_lengths(layers, 0 if a == 0 else 1, n) for a, n in enumerate(self.cells)]
-        self._head: tuple[tuple[int, int], tuple[int, int], torch.Tensor] | None = None
+        self._head: tuple[Span, Span, torch.Tensor] | None = None
         self._loaded = False
 
     @classmethod
@@ -117,9 +117,9 @@ class DiffusionDecode:
                  "exact" if stage5 == (None, None) else f"context {stage5} (time, space)")
         return cls(vae, latent.detach().to("cpu"), plan, layers, stage5, context, noise, shape)
 
-    # -- boxes -----------------------------------------------------------------------------------------------
-    def _stage5_box(self, axis: int, start: int, end: int) -> tuple[int, int]:
-        """Stage-5 input positions [lo, hi] that pixels [start, end) of `axis` are decoded from."""
+    # -- spans -----------------------------------------------------------------------------------------------
+    def _stage5_span(self, axis: int, start: int, end: int) -> Span:
+        """The stage-5 input positions that pixels [start, end) of `axis` are decoded from."""
         _, _, tail = self.ops[axis]
         n5 = self.grids[axis][1]
         cells = self.stage5[min(axis, 1)]
@@ -129,12 +129,12 @@ class DiffusionDecode:
         margin = cells * self.layers.stage5_per_cell(min(axis, 1))
         return max(0, lo - margin), min(n5 - 1, hi + margin)
 
-    def boxes(self, tile: Tile) -> list[tuple[tuple[int, int], tuple[int, int], tuple[int, int]]]:
-        """Per axis: (latent box, stage-3-output box, stage-5 box), inclusive full-grid positions."""
+    def spans(self, tile: Tile) -> list[tuple[Span, Span, Span]]:
+        """Per axis: (latent span, stage-3-output span, stage-5 span), in full-grid positions."""
         out = []
         for axis, interval in enumerate(tile.intervals):
             head, mid, _ = self.ops[axis]
-            b5 = self._stage5_box(axis, interval.start, interval.end)
+            b5 = self._stage5_span(axis, interval.start, interval.end)
             b3 = needed(mid, self.grids[axis][0], *b5)
             out.append((needed(head, self.cells[axis], *b3), b3, b5))
         return out
@@ -145,18 +145,18 @@ class DiffusionDecode:
         import comfy.model_management as mm
 
         vae = self.vae
-        tokens = max(math.prod(b[2][1] - b[2][0] + 1 for b in self.boxes(t)) for t in self.plan.pixels.tiles)
+        tokens = max(math.prod(b[2][1] - b[2][0] + 1 for b in self.spans(t)) for t in self.plan.pixels.tiles)
         width = max(int(vae.first_stage_model.decoder.context_channels), 1)
         need = tokens * width * 12 * torch.empty((), dtype=vae.vae_dtype).element_size()
         mm.load_models_gpu([vae.patcher], memory_required=need,
                            force_full_load=bool(getattr(vae, "disable_offload", False)))
         self._loaded = True
 
-    def _run_head(self, latent_box: tuple[int, int]) -> tuple[tuple[int, int], torch.Tensor]:
-        """Stages 1-3 over the whole frame for latent frames `latent_box`: (stage-3 frames it holds, channels-last
+    def _run_head(self, latent_span: Span) -> tuple[Span, torch.Tensor]:
+        """Stages 1-3 over the whole frame for latent frames `latent_span`: (stage-3 frames it holds, channels-last
         output on the device)."""
         decoder, vae = self.vae.first_stage_model.decoder, self.vae
-        lo, hi = latent_box
+        lo, hi = latent_span
         z = self.latent[:, :, lo:hi + 1].to(device=vae.device, dtype=vae.vae_dtype)
         z = vae.first_stage_model.per_channel_statistics.un_normalize(z)
         spans = computed(self.ops[0][0], self.cells[0], lo, hi)
@@ -175,17 +175,17 @@ class DiffusionDecode:
                 k += 1
         return spans[-1], x
 
-    def _head_for(self, latent_box: tuple[int, int]) -> tuple[tuple[int, int], torch.Tensor]:
-        """The head of the temporal chunk whose latent frames are `latent_box` (only one chunk's is kept)."""
-        if self._head is None or self._head[0] != latent_box:
+    def _head_for(self, latent_span: Span) -> tuple[Span, torch.Tensor]:
+        """The head of the temporal chunk whose latent frames are `latent_span` (only one chunk's is kept)."""
+        if self._head is None or self._head[0] != latent_span:
             self._head = None  # free the last chunk's head first
-            span, x = self._run_head(latent_box)
-            self._head = (latent_box, span, x)
+            span, x = self._run_head(latent_span)
+            self._head = (latent_span, span, x)
         return self._head[1], self._head[2]
 
-    def _run_mid(self, x: torch.Tensor, b3: list[tuple[int, int]], b5: list[tuple[int, int]]) -> torch.Tensor:
-        """Stage 3's upsampler, stage 4 and its upsampler on a head block holding stage-3 box `b3`, cut to the
-        stage-5 box `b5`."""
+    def _run_mid(self, x: torch.Tensor, b3: list[Span], b5: list[Span]) -> torch.Tensor:
+        """Stage 3's upsampler, stage 4 and its upsampler on a head block holding stage-3 span `b3`, cut to the
+        stage-5 span `b5`."""
         decoder = self.vae.first_stage_model.decoder
         s = self.layers.split - 1
         spans = [computed(self.ops[a][1], self.grids[a][0], *b3[a]) for a in range(3)]
@@ -200,8 +200,8 @@ class DiffusionDecode:
         cut = [(lo - spans[a][-1][0], hi - spans[a][-1][0] + 1) for a, (lo, hi) in enumerate(b5)]
         return x[:, cut[0][0]:cut[0][1], cut[1][0]:cut[1][1], cut[2][0]:cut[2][1]]
 
-    def _run_tail(self, context: torch.Tensor, b5: list[tuple[int, int]]) -> torch.Tensor:
-        """Stage 5 (every step) on stage-5 box `b5`, with that box's slice of the shared noise field."""
+    def _run_tail(self, context: torch.Tensor, b5: list[Span]) -> torch.Tensor:
+        """Stage 5 (every step) on stage-5 span `b5`, with that span's slice of the shared noise field."""
         decoder, vae = self.vae.first_stage_model.decoder, self.vae
         p = self.layers.patch
         (t0, t1), (h0, h1), (w0, w1) = b5
@@ -226,9 +226,9 @@ class DiffusionDecode:
 
     def decode_block(self, tile: Tile) -> torch.Tensor:
         """Raw pixels (before process_output) of tile `tile`, on the device."""
-        boxes = self.boxes(tile)
-        b3, b5 = [b[1] for b in boxes], [b[2] for b in boxes]
-        span, head = self._head_for(boxes[0][0])
+        spans = self.spans(tile)
+        b3, b5 = [b[1] for b in spans], [b[2] for b in spans]
+        span, head = self._head_for(spans[0][0])
         t, h, w = ((b3[0][0] - span[0], b3[0][1] - span[0] + 1), b3[1], b3[2])
         x = self._run_mid(head[:, t[0]:t[1], h[0]:h[1] + 1, w[0]:w[1] + 1], b3, b5)
         pixels = self._run_tail(x, b5)

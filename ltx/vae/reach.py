@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from ...tiling import AxisScale
-from ...tiling.dependency import AxisOp, AxisReach, Conv, DecoderReach, Upsample, axis_reach
+from ...tiling.dependency import AxisOp, AxisReach, Conv, DecoderReach, Span, Upsample, axis_reach
 
 
 def whole_frame_layers(decoder: torch.nn.Module) -> tuple[str, ...]:
@@ -94,8 +94,8 @@ def _along(mask: torch.Tensor, axis: int) -> torch.Tensor:
 
 
 def dependency_spans(decoder: torch.nn.Module, latent: torch.Tensor, pixels: tuple[int, ...], axis: int,
-                     timestep: float | None = None) -> list[tuple[int, int]]:
-    """[first, last] latent cells along `axis` (2 time, 3 height, 4 width) that each output pixel of `pixels`
+                     timestep: float | None = None) -> list[Span]:
+    """The latent cells along `axis` (2 time, 3 height, 4 width) that each output pixel of `pixels`
     (positions along that axis) depends on, from the gradient of its values summed over the other axes.
 
     One forward pass, one backward pass per pixel. A pixel whose gradient is nonzero on the whole latent
@@ -110,7 +110,7 @@ def dependency_spans(decoder: torch.nn.Module, latent: torch.Tensor, pixels: tup
             cells = _along(grad.ne(0), axis).nonzero().flatten()
             if cells.numel() == 0:
                 raise ValueError(f"pixel {pixel} along axis {axis} depends on no latent cell")
-            spans.append((int(cells.min()), int(cells.max())))
+            spans.append(Span(int(cells.min()), int(cells.max())))
     return spans
 
 

@@ -57,9 +57,9 @@ def test_at_the_node_defaults_a_4k_clip_decodes_in_bounded_tiles_not_the_whole_c
         layers = read_layers(CausalDiffusionVAE(config=dv.published_config()).decoder)
     cells = LTX_GEOMETRY.latent_shape(121, 2176, 3840)
     plan = plan_decode(cells, DecodeSettings().tile_sizes(DIFFUSION_TILE_CAP), (0, 0, 0), LTX_GEOMETRY)
-    boxes = DiffusionDecode(None, torch.empty(1, 128, *cells, device="meta"), plan, layers, (None, None), (0, 0),
-                            torch.empty(0), ()).boxes
-    tokens = [math.prod(hi - lo + 1 for _, _, (lo, hi) in boxes(t)) for t in plan.pixels.tiles]
+    spans = DiffusionDecode(None, torch.empty(1, 128, *cells, device="meta"), plan, layers, (None, None), (0, 0),
+                            torch.empty(0), ()).spans
+    tokens = [math.prod(hi - lo + 1 for _, _, (lo, hi) in spans(t)) for t in plan.pixels.tiles]
     whole = 121 * 2176 * 3840 // 16  # stage-5 positions of the whole clip (4 x 4 pixels each)
     projected = max(tokens) * 6 * 256 * 2  # six 256-channel bf16 tensors per stage-5 position
     assert plan.pixels.counts == (1, 3, 4), f"tile counts {plan.pixels.counts}"

@@ -2,9 +2,9 @@
 
 A stack is a sequence of axis ops, each with an exact dependency rule on a grid of a known length:
 
-* `Window(k)`: neighbourhood attention (NATTEN semantics). On a grid of n positions query i reads the k
-  positions starting at min(max(i - k//2, 0), n - k): a window centred on i, shifted inward at the grid's
-  edges (k clamped to n).
+* `Neighbourhood(k)`: neighbourhood attention (NATTEN semantics). On a grid of n positions query i reads the
+  k positions starting at min(max(i - k//2, 0), n - k): a neighbourhood centred on i, shifted inward at the
+  grid's edges (k clamped to n). ("Window" in this pack means only a blend weight, `tiling.windows`.)
 * `Upsample(s, drop)`: a per-position linear map followed by a pixel shuffle of stride s; with `drop` the
   shuffle's first output is dropped when the block holds the grid's origin (LTX's causal time axis). Output j
   reads input (j + drop) // s; n inputs give n*s - drop outputs.
@@ -22,8 +22,8 @@ coordinates, and whether it holds the origin / the end at each op (so it drops a
 there).
 
 Invariant (why a block equals the full computation): an op evaluated on a block that covers the full-grid
-dependency of an interval gives the full grid's values on that interval. For `Window` that holds because a
-full-grid window lying inside the block is the block's own clamped window too (its start is clamped the same
+dependency of an interval gives the full grid's values on that interval. For `Neighbourhood` that holds because
+a full-grid neighbourhood lying inside the block is the block's own clamped neighbourhood too (its start is clamped the same
 way only when the block reaches the grid's edge). So a block that covers `needed(ops, n, lo, hi)` computes
 outputs [lo, hi] exactly.
 
@@ -50,7 +50,7 @@ class Span(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Window:
+class Neighbourhood:
     kernel: int
 
     def length(self, n: int) -> int:
@@ -124,7 +124,7 @@ class Conv:
         return Span(lo, hi)
 
 
-AxisOp = Union[Window, Upsample, PadEnd, CropEnd, Conv]
+AxisOp = Union[Neighbourhood, Upsample, PadEnd, CropEnd, Conv]
 
 
 def lengths(ops: Sequence[AxisOp], n: int) -> list[int]:

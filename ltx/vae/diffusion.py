@@ -3,7 +3,7 @@
 
 Its decode is stages 1-4 (neighbourhood attention + upsamplers) then a diffusion stage that denoises noise
 drawn with `torch.Generator(device).manual_seed(0)` over the whole pixel shape. A tile equals the untiled
-decode when it (1) decodes the positions its pixels depend on at every layer (`tiling.dependency`: windows
+decode when it (1) decodes the positions its pixels depend on at every layer (`tiling.dependency`: neighbourhoods
 are shifted inward at the grid's edges, so the block is the full grid's dependency span, not a symmetric
 margin), (2) takes its slice of that one noise field, and (3) drops / pads the leading / trailing frame
 exactly where the full decode does (a block holding the clip's first latent frame drops the causal duplicate

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ...tiling.dependency import AxisOp, CropEnd, DecoderReach, PadEnd, Upsample, Window, axis_reach, lengths
+from ...tiling.dependency import AxisOp, CropEnd, DecoderReach, Neighbourhood, PadEnd, Upsample, axis_reach, lengths
 from ..errors import VaeDecodeError
 
 KNOWN_MODULES = frozenset({
@@ -61,7 +61,7 @@ class DiffusionLayers:
         stages: list[list[AxisOp]] = []
         ups: list[AxisOp] = []
         for kernel, depth, stride in zip(self.kernels, self.depths, self.strides):
-            stages.append([Window(kernel[axis])] * depth)
+            stages.append([Neighbourhood(kernel[axis])] * depth)
             s = stride[axis]
             ups.append(Upsample(s, 1 if axis == 0 and s == 2 else 0))
         head: list[AxisOp] = [PadEnd(self.pad)] if axis == 0 and self.pad else []
@@ -72,7 +72,7 @@ class DiffusionLayers:
             mid += stages[i] + [ups[i]]
         if axis == 0 and self.pad:
             mid.append(CropEnd(self.pad * math.prod(s[0] for s in self.strides)))
-        tail: list[AxisOp] = [Window(self.diffusion_kernel[axis])] * (self.diffusion_depth * self.steps)
+        tail: list[AxisOp] = [Neighbourhood(self.diffusion_kernel[axis])] * (self.diffusion_depth * self.steps)
         tail.append(Upsample(1 if axis == 0 else self.patch))
         return head, mid, tail
 
@@ -137,14 +137,14 @@ def counted_reach(layers: DiffusionLayers) -> DecoderReach:
 
 def stage5_reach(layers: DiffusionLayers) -> tuple[int, int]:
     """(time, space) latent cells of context on both sides at which stage 5 alone is exact (the part the decode's
-    quality presets cut short): in the interior of a long grid a window of k widens by k // 2 a block, at stage
+    quality presets cut short): in the interior of a long grid a neighbourhood of k widens by k // 2 a block, at stage
     5's resolution."""
     out = []
     for axis in (0, 1):
         per_cell = layers.stage5_per_cell(axis)
-        window = layers.ops(axis)[2][:-1]
+        neighbourhoods = layers.ops(axis)[2][:-1]
         n = 512 * per_cell
-        half = sum(min(w.kernel, n) // 2 for w in window)
+        half = sum(min(op.kernel, n) // 2 for op in neighbourhoods)
         out.append(-(-half // per_cell))
     return out[0], out[1]
 

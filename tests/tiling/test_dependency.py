@@ -1,5 +1,5 @@
-"""tiling.dependency against a brute-force simulation: for random stacks of windows (shifted inward at the
-edges), convolutions (clamped at the edges), upsamplers (with and without a dropped first output), end pads and
+"""tiling.dependency against a brute-force simulation: for random stacks of neighbourhoods (shifted inward at
+the edges), convolutions (clamped at the edges), upsamplers (with and without a dropped first output), end pads and
 end crops, `needed` is exactly the set of input positions that outputs read, and a block cut to it computes those
 outputs as the full grid does; `dependents` and `axis_reach` are what the simulation says reads an input."""
 
@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ltx_tdp.tiling import AxisScale
-from ltx_tdp.tiling.dependency import (Conv, CropEnd, PadEnd, Upsample, Window, axis_reach, computed, dependents,
-                                        lengths, needed)
+from ltx_tdp.tiling.dependency import (Conv, CropEnd, Neighbourhood, PadEnd, Upsample, axis_reach, computed,
+                                        dependents, lengths, needed)
 
 
 def _reads(op, n: int, j: int) -> set[int]:
     """The input positions output j of `op` reads on a grid of n, straight from the op's definition."""
-    if isinstance(op, Window):
+    if isinstance(op, Neighbourhood):
         k = min(op.kernel, n)
         start = min(max(j - k // 2, 0), n - k)
         return set(range(start, start + k))
@@ -42,7 +42,7 @@ def _block_values(ops, n: int, lo: int, hi: int) -> dict[int, frozenset]:
     values = [frozenset({i}) for i in range(lo, hi + 1)]
     for k, op in enumerate(ops):
         start, m = spans[k][0], len(values)
-        if isinstance(op, (Window, Conv)):
+        if isinstance(op, (Neighbourhood, Conv)):
             values = [frozenset().union(*(values[i] for i in _reads(op, m, j))) for j in range(m)]
         elif isinstance(op, Upsample):
             drop = op.drop if start == 0 else 0  # a block drops only where it holds the origin
@@ -57,7 +57,7 @@ def _block_values(ops, n: int, lo: int, hi: int) -> dict[int, frozenset]:
 
 
 ops_strategy = st.lists(st.one_of(
-    st.builds(Window, st.integers(1, 7)),
+    st.builds(Neighbourhood, st.integers(1, 7)),
     st.builds(Upsample, st.integers(1, 3), st.just(0)),
     st.builds(Upsample, st.just(2), st.just(1)),
 ), min_size=1, max_size=6)

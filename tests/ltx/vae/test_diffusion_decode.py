@@ -41,8 +41,8 @@ def test_the_tiny_decoders_counted_reach_is_what_perturbing_the_latent_measures(
     from ltx_tdp.ltx.vae.diffusion import DiffusionDecode
 
     reach = DiffusionDecode.reach(dvae)
-    space, time = reach.space.context, reach.time.context
-    assert (space, time) == (9, 5), f"counted reach {reach}"
+    time, space = reach.time.context, reach.space.context
+    assert (time, space) == (5, 9), f"counted reach {reach}"
     n = 2 * space + 5  # long enough that a dependency stopping only at the latent's end would show
     c = n // 2
     cells = _changed_by(dvae, latent(1, 1, n, seed=3), 4, range(32 * c, 32 * c + 32))

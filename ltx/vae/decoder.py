@@ -103,5 +103,6 @@ def decoder_reach(vae: Any) -> tuple[int, int]:
 
 
 def decode_context(vae: Any, settings: DecodeSettings) -> tuple[int, int]:
-    """(time, space) context in latent cells that `settings.quality` gives a decode with `vae` (`TiledDecode.context`)."""
+    """(time, space) context in latent cells that `settings.quality` gives a decode with `vae`
+    (`TiledDecode.context`)."""
     return decoder_of(vae).decode_context(vae, settings)

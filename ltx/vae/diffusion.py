@@ -127,7 +127,7 @@ class DiffusionDecode:
             return needed(tail, n5, start, end - 1)
         lo, hi = needed(tail[-1:], n5, start, end - 1)
         margin = cells * self.layers.stage5_per_cell(min(axis, 1))
-        return max(0, lo - margin), min(n5 - 1, hi + margin)
+        return Span(max(0, lo - margin), min(n5 - 1, hi + margin))
 
     def spans(self, tile: Tile) -> list[tuple[Span, Span, Span]]:
         """Per axis: (latent span, stage-3-output span, stage-5 span), in full-grid positions."""

@@ -162,7 +162,7 @@ def computed(ops: Sequence[AxisOp], n: int, lo: int, hi: int) -> list[Span]:
 def dependents(ops: Sequence[AxisOp], n: int, position: int) -> Span:
     """The outputs of `ops` on an input grid of `n` that read input `position`.
 
-    Every op's reads are non-decreasing in the output, so the outputs reading one input are one interval: its
+    Every op's reads are non-decreasing in the output, so the outputs reading one input are one span: its
     ends are found by bisection over `needed`.
     """
     outputs = range(lengths(ops, n)[-1])

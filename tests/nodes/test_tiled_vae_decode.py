@@ -38,7 +38,7 @@ def test_the_nodes_default_quality_gives_every_tile_the_decoders_reach_and_match
 
     time_reach, space_reach = reach_cells(vae)
     x = latent(3, 4, 14, seed=12)
-    layout = plan(vae, x, space_reach, time_reach, spatial_tile=128)
+    layout = plan(vae, x, time_reach, space_reach, spatial_tile=128)
     assert layout.pixels.counts == (1, 1, 4), f"tile counts {layout.pixels.counts}"
     (got,) = comfy.run_node(TiledVAEDecodeNode, vae=vae, samples={"samples": x}, spatial_tile=128)
     (want,) = comfy.run_node("VAEDecode", vae=vae, samples={"samples": x})

@@ -124,7 +124,7 @@ def test_at_the_default_quality_real_ltx2_tiles_equal_the_untiled_decode_within_
 
     for shape, settings in (((1, 1, 40), dict(spatial_tile=640)), ((33, 1, 1), dict(temporal_tile=136))):
         x = latent(*shape, seed=13)
-        layout = plan(ltx2_vae, x, 16, 14, spatial_tile=settings.get("spatial_tile", 2048),
+        layout = plan(ltx2_vae, x, 14, 16, spatial_tile=settings.get("spatial_tile", 2048),
                       temporal_tile=settings.get("temporal_tile", 4096))
         sources = [layout.source(t).latent_shape for t in layout.pixels.tiles]
         assert len(sources) == 2 and all(s != shape for s in sources), f"{shape}: blocks {sources}"

@@ -9,7 +9,7 @@ from ltx_tdp_devkit.vae_helpers import latent, plan, tiled
 def test_peak_memory_grows_by_the_output_size_only_for_2x_and_4x_frames(vae):
     settings = dict(spatial_tile=4096, spatial_overlap=0, temporal_tile=25, temporal_overlap=8, context=1)
     sizes = (7, 13, 25)  # 49, 97, 193 frames of 64 x 96 in 3, 6, 11 chunks
-    blocks = {plan(vae, latent(f, 2, 3), 0, 1, temporal_tile=25, temporal_overlap=8).largest_source() for f in sizes}
+    blocks = {plan(vae, latent(f, 2, 3), 1, 0, temporal_tile=25, temporal_overlap=8).largest_source() for f in sizes}
     assert len(blocks) == 1, f"the largest decoded block differs between the sizes: {blocks}"
     tiled(vae, latent(7, 2, 3), **settings)  # warm up: first-call allocations are not the decode's
     runs = {}

@@ -122,7 +122,7 @@ class Session:
 
     def _send_replica(self, kind: str, key: str, source: ReplicaSource) -> None:
         sd = source.module.state_dict(keep_vars=True)
-        names = tuple((k, t.dtype, tuple(t.shape)) for k, t in source.weights())
+        names = source.names()
         placeholders = frozenset(id(t) for t in sd.values())  # a recipe holding the module pickles it without them
         what = f"while sending the {kind}"
         message = W.ReplicaMessage(self.seq + 1, kind, key, source.recipe(), names)

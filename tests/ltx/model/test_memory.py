@@ -115,3 +115,19 @@ def test_cond_and_uncond_run_as_one_batch_where_a_tile_batch_fits(comfy, ltxv, m
     assert batches and set(batches) == {2}, \
         f"tile calls ran with batches {batches}: cond and uncond were not batched though a tile batch fits"
     assert asked[0] * 1.5 < free, f"the tile batch ({asked[0] / 2**20:.2f} MiB x 1.5) does not fit {free / 2**20:.2f} MiB"
+
+
+def test_a_group_warns_only_about_wrappers_that_run_per_tile(comfy, caplog):
+    """The memory hooks (and any pack's sampling-level wrappers) run once on rank 0, as without a group: the
+    warning that other packs' wrappers run on rank 0's tiles only names APPLY_MODEL / DIFFUSION_MODEL ones."""
+    import logging
+
+    from ltx_tdp.ltx.model.job import plain_options
+    from ltx_tdp.ltx.model.memory import MEMORY_KEY
+
+    wrappers = {"outer_sample": {MEMORY_KEY: [print]}, "prepare_sampling": {MEMORY_KEY: [print]},
+                "apply_model": {"ltx_tdp": [print], "tdp_test_other_pack": [print]}}
+    with caplog.at_level(logging.WARNING):
+        plain_options({"wrappers": wrappers}, "ltx_tdp")
+    named = [r.getMessage() for r in caplog.records if "tiles only" in r.getMessage()]
+    assert len(named) == 1 and "tdp_test_other_pack" in named[0] and MEMORY_KEY not in named[0], named

@@ -14,13 +14,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ltx_tdp_devkit.estimates import (comfyui_estimate, pack_buffers, record_estimates, record_tile_batches,
+                                      within_one_cell)
 from ltx_tdp_devkit.ltx_helpers import conditioning, ksample, load_ltxv, randn, tdp_2x2
 
-PROBE = "tdp_test_memory_probe"
 LATENT = (1, 128, 2, 32, 32)
 TILE = (1, 128, 2, 17, 17)
 """2 x 2 tiles with overlap 2 on 32 x 32: [0, 17) and [15, 32) on each axis."""
-FP64, FP32 = 8, 4
 
 
 @pytest.fixture(scope="module")
@@ -28,43 +28,16 @@ def ltxv(comfy, model_names):
     return load_ltxv(comfy, model_names)
 
 
-def _record_estimates(model) -> list:
-    """Record, at every sampling run of `model`, the noise shape ComfyUI estimates for and its estimate."""
-    import comfy.patcher_extension as ext
-    import comfy.sampler_helpers
-
-    seen = []
-
-    def probe(executor, patcher, noise_shape, conds, *args, **kwargs):
-        seen.append((list(noise_shape), *comfy.sampler_helpers.estimate_memory(patcher, noise_shape, conds)))
-        return executor(patcher, noise_shape, conds, *args, **kwargs)
-
-    model.add_wrapper_with_key(ext.WrappersMP.PREPARE_SAMPLING, PROBE, probe)
-    return seen
-
-
-def _estimate(model, shape) -> float:
-    """ComfyUI's estimate before sampling for a latent of `shape` (cond + uncond) on `model`, TDP-free."""
-    import comfy.sampler_helpers
-
-    conds = {"positive": [{"cross_attn": torch.zeros(1, 8, 16)}], "negative": [{"cross_attn": torch.zeros(1, 8, 16)}]}
-    return comfy.sampler_helpers.estimate_memory(model, list(shape), conds)[0]
-
-
 def test_comfyui_sizes_a_tdp_run_by_its_largest_tile_plus_the_packs_buffers(comfy, ltxv):
     model = tdp_2x2(ltxv)
-    seen = _record_estimates(model)
+    seen = record_estimates(model)
     latent = {"samples": randn(*LATENT, seed=1)}
     for _ in range(2):  # the first run estimates before the clone is loaded, the second with it loaded
         ksample(comfy, model, latent, steps=1, cfg=3.0)
-    tile, full = _estimate(ltxv, TILE), _estimate(ltxv, LATENT)
-    batch, tile_numel, full_numel = 2, torch.Size(TILE).numel(), torch.Size(LATENT).numel()
-    buffers = batch * (full_numel * FP64 + tile_numel * FP32 + 2 * tile_numel * FP64)
-    """At batch 2: the fp64 accumulator of the whole frame, the tile's input as cut (fp32), the tile's result
-    in fp64 and its window-weighted product."""
-    cell = tile / TILE[-1]
+    tile, full = comfyui_estimate(ltxv, TILE), comfyui_estimate(ltxv, LATENT)
+    buffers = pack_buffers(2, torch.Size(LATENT).numel(), torch.Size(TILE).numel())
     for run, (shape, asked, _minimum) in enumerate(seen, start=1):
-        assert tile + buffers <= asked <= tile + buffers + cell, (
+        assert within_one_cell(asked, tile, buffers, TILE), (
             f"run {run}: ComfyUI was asked for {asked / 2**20:.2f} MiB (noise shape {shape}); the largest tile needs "
             f"{tile / 2**20:.2f} MiB, the pack's buffers {buffers / 2**20:.2f} MiB, the whole frame {full / 2**20:.2f}")
         assert asked < 0.75 * full, f"run {run}: asked {asked / full:.2f} x the whole frame's estimate"
@@ -78,12 +51,12 @@ def test_an_ltx2_audio_video_run_is_sized_by_its_largest_tile(comfy, ltxav):
     (latent,) = comfy.run_node("LTXVConcatAVLatent", video_latent={"samples": video},
                                audio_latent={"samples": audio, "type": "audio"})
     model = tdp_2x2(ltxav)
-    seen = _record_estimates(model)
+    seen = record_estimates(model)
     context = 2 * 16  # the tiny LTXAV's text context width
     ksample(comfy, model, latent, steps=1, cfg=3.0, denoise=0.4, positive=conditioning(1, dim=context),
             negative=conditioning(2, dim=context))
     packed = lambda video_shape: (1, 1, torch.Size(video_shape[1:]).numel() + audio[0].numel())  # noqa: E731
-    tile, full = _estimate(ltxav, packed(TILE)), _estimate(ltxav, packed(LATENT))
+    tile, full = comfyui_estimate(ltxav, packed(TILE)), comfyui_estimate(ltxav, packed(LATENT))
     ((shape, asked, _),) = seen
     assert shape[:2] == [1, 1] and tile < asked < 0.75 * full, (
         f"asked {asked / 2**20:.2f} MiB for packed shape {shape}: the largest tile needs {tile / 2**20:.2f} MiB, "
@@ -95,13 +68,7 @@ def test_cond_and_uncond_run_as_one_batch_where_a_tile_batch_fits(comfy, ltxv, m
     from comfy import patcher_extension as ext
 
     model = tdp_2x2(ltxv)
-    batches = []
-
-    def count(executor, x, *args, **kwargs):  # inside TDP's wrapper: one tile's model call
-        batches.append(x.shape[0])
-        return executor(x, *args, **kwargs)
-
-    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, PROBE, count)
+    batches = record_tile_batches(model)
     full_batch = ltxv.model.memory_required([2, *LATENT[1:]])
     free = 1.5 * full_batch * 0.9  # the whole frame's batch does not fit, a tile batch does
     if hasattr(model_patcher.ModelPatcher, "get_free_memory"):
@@ -109,7 +76,7 @@ def test_cond_and_uncond_run_as_one_batch_where_a_tile_batch_fits(comfy, ltxv, m
     else:
         monkeypatch.setattr(model_management, "get_free_memory", lambda *a, **k: free)
     asked = []
-    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, PROBE + "_asked", lambda executor, x, *a, **k: (
+    model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_asked", lambda executor, x, *a, **k: (
         asked.append(model.model.memory_required([2, *LATENT[1:]])) or executor(x, *a, **k)))
     ksample(comfy, model, {"samples": randn(*LATENT, seed=1)}, steps=1, cfg=3.0)
     assert batches and set(batches) == {2}, \

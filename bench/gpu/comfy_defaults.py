@@ -67,6 +67,10 @@ def _kept_copies(model: Any, keys: list[str]) -> dict[str, torch.Tensor | None]:
     return {k: getattr(comfy.utils.get_attr(model.model, k.rpartition(".")[0]), "_v_weight", None) for k in keys}
 
 
+def _gib(peak: float | None) -> str:
+    return "not measured on the CPU" if peak is None else f"{peak:.2f} GiB"
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     bits = lambda t: t.detach().contiguous().reshape(-1).view(torch.uint8)  # noqa: E731
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b).to(a.device))
@@ -91,7 +95,7 @@ def lora_under_dynamic_vram(rec: Records, base_dir: Path) -> None:
     rec.add("LoRA'd weights sent == ComfyUI's", "ok" if held and len(equal) == len(keys) else "fail",
             value=len(keys) - len(equal), limit=0, detail=f"{type(model).__name__}, Dynamic VRAM "
             f"{'on' if dynamic else 'off'}; {len(equal)} of {len(keys)} LoRA'd layers bit-identical to the copy "
-            f"ComfyUI computes with ({len(held)} held one); a 2x2 call {seconds:.2f} s, peak {peak} GiB")
+            f"ComfyUI computes with ({len(held)} held one); a 2x2 call {seconds:.2f} s, peak {_gib(peak)}")
     dev = str(device())
     group = get_group(resolve_settings(2, f"{dev},{dev}", "gloo", 60, "127.0.0.1", 0, local_device=dev))
     try:
@@ -126,4 +130,4 @@ def memory_comfyui_is_asked_for(rec: Records, base_dir: Path) -> None:
             limit=(tile + buffers + tile / TILE[-1]) / tile,
             detail=f"asked {mib(asked)} for noise shape {shape} (ratio to the largest tile's estimate); the largest "
             f"tile {mib(tile)} + the pack's buffers {mib(buffers)}; the whole frame {mib(full)}; tile calls' batches "
-            f"{sorted(set(batches))} (2: cond and uncond as one); the step {seconds:.2f} s, peak {peak} GiB")
+            f"{sorted(set(batches))} (2: cond and uncond as one); the step {seconds:.2f} s, peak {_gib(peak)}")

@@ -51,6 +51,7 @@ def patched_at_forward(patcher: Any, layer: torch.nn.Module, owner: str) -> bool
     return True
 
 
+@torch.no_grad()
 def kept_weight(patcher: Any, layer: torch.nn.Module, key: str, original: torch.Tensor,
                 dtype: torch.dtype) -> torch.Tensor:
     """Weight `key` of `layer` (stored as `original`) with `patcher`'s patches, as Dynamic VRAM keeps it in VRAM

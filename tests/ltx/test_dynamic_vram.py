@@ -48,16 +48,23 @@ def _dynamic_patcher(base_model):
 
     patcher = object.__new__(mp.ModelPatcherDynamic)
     mp.ModelPatcher.__init__(patcher, base_model, torch.device("cpu"), torch.device("cpu"))
+    patcher.unpin_all_weights = lambda: None  # its pins are aimdo's, which this process has none of
     return patcher
 
 
 def _load_like_dynamic_vram(patcher) -> dict[str, str]:
     """What ModelPatcherDynamic.load leaves on the layers (mocked: it needs aimdo): layers over 16 KiB cast at
     forward with their patches as `{param}_lowvram_function`, smaller ones patched in place. {layer: how}."""
+    how = {}
+    _set_up_layers(patcher, how)
+    patcher.model.current_weight_patches_uuid = patcher.patches_uuid
+    return how
+
+
+def _set_up_layers(patcher, how: dict[str, str]) -> None:
     import comfy.model_management
     import comfy.model_patcher as mp
 
-    how = {}
     for name, layer in patcher.model.named_modules():
         if not hasattr(layer, "comfy_cast_weights"):
             continue
@@ -74,8 +81,6 @@ def _load_like_dynamic_vram(patcher) -> dict[str, str]:
             elif key in patcher.patches:
                 patcher.patch_weight_to_device(key, device_to=torch.device("cpu"), force_cast=True)
         how[name] = "at forward" if dynamic else "whole"
-    patcher.model.current_weight_patches_uuid = patcher.patches_uuid
-    return how
 
 
 def _forward_twice(layer, dtype: torch.dtype) -> torch.Tensor:
@@ -98,6 +103,7 @@ def _forward_twice(layer, dtype: torch.dtype) -> torch.Tensor:
     return layer._v_weight
 
 
+@torch.no_grad()  # as ComfyUI samples (under inference mode)
 def test_a_lora_under_dynamic_vram_is_sent_as_the_weight_comfyui_keeps_in_vram(comfy, fp8_ltxv, monkeypatch):
     import comfy.float
     import comfy.lora

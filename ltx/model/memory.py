@@ -117,7 +117,8 @@ class TileMemory:
 
     def outer_sample(self, executor, *args, **kwargs):
         """OUTER_SAMPLE: this run's latent shapes (`latent_shapes`, else the latent's), known while it runs."""
-        shapes = kwargs.get("latent_shapes") or [args[1].shape]
+        latent = kwargs.get("latent_image", args[1] if len(args) > 1 else None)
+        shapes = kwargs.get("latent_shapes") or ([latent.shape] if latent is not None else [])
         self.latent_shapes = [tuple(int(v) for v in s) for s in shapes]
         try:
             return executor(*args, **kwargs)

@@ -98,3 +98,22 @@ def test_a_group_warns_only_about_wrappers_that_run_per_tile(comfy, caplog):
         plain_options({"wrappers": wrappers}, "ltx_tdp")
     named = [r.getMessage() for r in caplog.records if "tiles only" in r.getMessage()]
     assert len(named) == 1 and "tdp_test_other_pack" in named[0] and MEMORY_KEY not in named[0], named
+
+
+def test_a_tile_is_sized_with_every_guide_frame_it_can_keep(comfy, ltxv):
+    """A latent with a guide frame appended (LTXVAddGuide): the tiles are planned on the video frames and the
+    tile's input holds the guide frames too (at most all of them), as ComfyUI's cond batching names them."""
+    model = tdp_2x2(ltxv)
+    memory = model.object_patches["memory_required"]
+    memory.latent_shapes = [(1, 128, 3, 32, 32)]  # inside a run of this model (its OUTER_SAMPLE wrapper sets it)
+    try:
+        shape, extra = memory.layout([2, 128, 3, 32, 32], guide_tokens=32 * 32)
+        asked = memory([2, 128, 3, 32, 32], {"keyframe_idxs": [torch.Size([1, 3, 32 * 32, 2])]})
+    finally:
+        memory.latent_shapes = None
+    assert shape == [2, 128, 3, 17, 17], f"the largest tile's input with its guide frame: {shape}"
+    tile = type(ltxv.model).memory_required(ltxv.model, shape)
+    assert asked == tile + extra and extra == pack_buffers(2, 128 * 3 * 32 * 32, 128 * 2 * 17 * 17) + \
+        2 * 128 * 17 * 17 * 4, f"asked {asked}, tile {tile}, the pack's bytes {extra}"
+    assert memory([2, 128, 3, 32, 32]) == type(ltxv.model).memory_required(ltxv.model, [2, 128, 3, 32, 32]), \
+        "outside a run of this model (between runs) ComfyUI's own estimate must stand"

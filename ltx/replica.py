@@ -1,6 +1,7 @@
 """A ComfyUI ModelPatcher as a multi-GPU group replicates it (multigpu.api.ReplicaSource): the key that
 says when the workers' copy is stale, the recipe that builds the empty module there, and the weights
-exactly as rank 0 computes with them (ComfyUI's weight patches, e.g. LoRAs, applied).
+exactly as rank 0 computes with them (ComfyUI's weight patches, e.g. LoRAs, applied: in place, on the fly
+by the estimate-based loader's low-VRAM mode, or by Dynamic VRAM, ltx.dynamic_vram).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+
+from .dynamic_vram import is_quantized, kept_weight, patched_at_forward
 
 KEY_SAMPLES = 64
 """Tensors whose first values enter a replica key (evenly spaced over the state dict)."""
@@ -42,12 +45,14 @@ class PatcherReplica:
 
     def weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """(key, tensor) of the module's state dict with the patcher's weight patches applied, as rank 0
-        computes with them (the group calls this twice: once for the names, once to send).
+        computes with them, each patched weight computed once per call, on the patcher's load device:
 
         * Patched in place for this patcher (ComfyUI keeps the original in `backup`): taken as they are.
-        * Patched on the fly at every forward (ComfyUI's low-VRAM loading puts a LowVramPatch among the
-          layer's weight functions): ComfyUI computes with the original weight cast to the compute dtype
-          (a quantized one dequantized) plus the patch, in that dtype, and so do the workers: that weight
+        * Patched at every forward by Dynamic VRAM (ltx.dynamic_vram): the patched weight it keeps in VRAM,
+          in the stored format, rounded with ComfyUI's seed for the layer.
+        * Patched on the fly at every forward (the estimate-based loader's low-VRAM mode puts a LowVramPatch
+          among the layer's weight functions): ComfyUI computes with the original weight cast to the compute
+          dtype (a quantized one dequantized) plus the patch, in that dtype, and so do the workers: that weight
           is sent as a plain tensor and the layer's quantization entries are left out.
         * Not applied yet (another clone loaded last): computed as ComfyUI patches in place, from the
           original in its LoRA compute dtype, a quantized weight dequantized first (the layer's
@@ -56,6 +61,14 @@ class PatcherReplica:
 
         A quantized weight is several state-dict entries (codes, scales): all of them are replaced together.
         """
+        return self._walk(compute=True)
+
+    def names(self) -> tuple[tuple[str, torch.dtype, tuple[int, ...]], ...]:
+        """(key, dtype, shape) of what `weights` yields, in its order, without computing any patched weight."""
+        return tuple((k, t.dtype, tuple(t.shape)) for k, t in self._walk(compute=False))
+
+    def _walk(self, compute: bool) -> Iterator[tuple[str, torch.Tensor]]:
+        """`weights`, or with `compute` False tensors of the same dtypes and shapes standing in for computed ones."""
         patches = self.patcher.patches
         in_sync = getattr(self.module, "current_weight_patches_uuid", None) == self.patcher.patches_uuid
         backup = getattr(self.patcher, "backup", {})
@@ -68,7 +81,7 @@ class PatcherReplica:
                 continue
             original = backup[key].weight if key in backup else None
             if key in patches and not (in_sync and key in backup):
-                entries = self._patched(key, original)
+                entries = self._patched(key, original, compute)
             elif key in patches or original is None:
                 yield key, tensor
                 continue
@@ -77,9 +90,10 @@ class PatcherReplica:
             replaced.update(entries)
             yield key, replaced.pop(key)
 
-    def _patched(self, key: str, original: torch.Tensor | None) -> dict[str, torch.Tensor | None]:
+    def _patched(self, key: str, original: torch.Tensor | None, compute: bool) -> dict[str, torch.Tensor | None]:
         """The state-dict entries of weight `key` with this patcher's patches applied, from `original` (else
-        the module's weight); None for entries that are left out."""
+        the module's weight); None for entries that are left out. With `compute` False, stand-ins of the
+        same dtypes and shapes (the stored entries, or an empty meta tensor), nothing computed."""
         import comfy.float
         import comfy.lora
         import comfy.model_management
@@ -90,16 +104,25 @@ class PatcherReplica:
         original = weight if original is None else original
         owner, _, name = key.rpartition(".")
         layer = comfy.utils.get_attr(self.module, owner) if owner else self.module
+        if patched_at_forward(self.patcher, layer, owner):
+            if not compute:
+                return _entries(key, original)
+            return _entries(key, kept_weight(self.patcher, layer, key, original, self._compute_dtype(original)))
+        device = self.patcher.load_device
         if any(getattr(f, "is_lowvram_patch", False) for f in getattr(layer, f"{name}_function", ())):
             dtype = self._compute_dtype(original)
-            temp = original.to(dtype, copy=True)
-            temp = temp.dequantize() if _is_quantized(temp) else temp
-            out = comfy.lora.calculate_weight(self.patcher.patches[key], temp, key, intermediate_dtype=dtype)
             dropped = dict.fromkeys([*_entries(key, original), f"{owner}.comfy_quant", f"{owner}.input_scale"])
-            return {**dropped, key: out if _is_quantized(original) else out.to(original.dtype)}
-        compute = getattr(comfy.model_management, "lora_compute_dtype", lambda _d: torch.float32)(
-            self.patcher.load_device)
-        temp = original.to(compute, copy=True)
+            if not compute:
+                sent = dtype if is_quantized(original) else original.dtype
+                return {**dropped, key: torch.empty(original.shape, dtype=sent, device="meta")}
+            temp = original.to(device=device, dtype=dtype, copy=True)
+            temp = temp.dequantize() if is_quantized(temp) else temp
+            out = comfy.lora.calculate_weight(self.patcher.patches[key], temp, key, intermediate_dtype=dtype)
+            return {**dropped, key: out if is_quantized(original) else out.to(original.dtype)}
+        if not compute:
+            return {key: original} if set_func is None else _entries(key, original)
+        compute_dtype = getattr(comfy.model_management, "lora_compute_dtype", lambda _d: torch.float32)(device)
+        temp = original.to(device=device, dtype=compute_dtype, copy=True)
         if convert_func is not None:
             temp = convert_func(temp, inplace=True)
         out = comfy.lora.calculate_weight(self.patcher.patches[key], temp, key)
@@ -116,12 +139,7 @@ class PatcherReplica:
         return model.get_dtype_inference() if hasattr(model, "get_dtype_inference") else weight.dtype
 
 
-def _is_quantized(value: torch.Tensor) -> bool:
-    """Whether `value` is a ComfyUI QuantizedTensor (comfy-kitchen): codes plus scales."""
-    return hasattr(value, "_layout_cls") and callable(getattr(value, "dequantize", None))
-
-
 def _entries(key: str, value: torch.Tensor) -> dict[str, torch.Tensor]:
     """The state-dict entries of parameter `key` holding `value`: a QuantizedTensor gives its codes and scales
     (`key`, `key_scale`, ...), any other tensor itself."""
-    return value.state_dict(key) if _is_quantized(value) else {key: value}
+    return value.state_dict(key) if is_quantized(value) else {key: value}

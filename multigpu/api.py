@@ -36,6 +36,10 @@ class ReplicaSource(Protocol):
         """(key, tensor) of the weights as rank 0 computes with them, in `module.state_dict()` order (a layer
         computed from a plain copy may leave out its quantization entries); the same names at every call."""
 
+    def names(self) -> tuple[tuple[str, torch.dtype, tuple[int, ...]], ...]:
+        """(key, dtype, shape) of what `weights` yields, in its order, computed without computing the weights
+        (a LoRA'd weight is merged once per send, by `weights`)."""
+
 
 @dataclass(frozen=True)
 class Replica:

@@ -24,7 +24,9 @@ import torch
 import torch.distributed as dist
 
 from . import wire as W
-from .settings import RANK0_NCCL_ENV, GroupSettings, TDPGroupError, set_rank0_nccl_env
+from .devices import worker_device_env
+from .nccl import RANK0_NCCL_ENV, join_group, set_rank0_nccl_env
+from .settings import GroupSettings, TDPGroupError
 from .wire import HEARTBEAT_S, WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -78,20 +80,29 @@ def listen_socket(address: str, port: int) -> socket.socket:
     return sock
 
 
+def worker_command(s: GroupSettings, port: int, r: int, root: Path) -> tuple[list[str], dict[str, str]]:
+    """(command, environment) of local worker rank `r` of `s`: the command docs/multi-gpu.md documents for other
+    hosts (ComfyUI in `root`), and ComfyUI's environment with this worker's GPU made its only visible one
+    (multigpu.devices: a ComfyUI started with --cuda-device N would otherwise hand every worker GPU N)."""
+    device, device_env = worker_device_env(s.devices[r])
+    cmd = [sys.executable, str(WORKER_MAIN), "--comfyui-dir", str(root), "--rank", str(r), "--world-size",
+           str(s.world_size), "--master-addr", s.address, "--master-port", str(port), "--device", device,
+           "--timeout", str(s.timeout_s)] + (["--threads", str(s.threads)] if s.threads else [])
+    env = {**bind_env(resolve_ipv4(s.address)), **os.environ, **device_env, "PYTHONUNBUFFERED": "1"}  # the user's own *_IFNAME wins
+    return cmd, env
+
+
 def start_local_workers(s: GroupSettings, port: int, on_exit: Callable[[int], None]) -> dict[int, subprocess.Popen]:
     """Ranks 1..N-1 of `s` on this host; a daemon thread per worker calls `on_exit(rank)` when it ends."""
     import comfy.model_base
 
     root = Path(comfy.model_base.__file__).resolve().parents[1]
-    env = {**bind_env(resolve_ipv4(s.address)), **os.environ, "PYTHONUNBUFFERED": "1"}  # the user's own *_IFNAME wins
     procs = {}
-    for r in range(1, s.world_size):  # the command docs/multi-gpu.md documents for other hosts, plus the pipe
-        cmd = [sys.executable, str(WORKER_MAIN), "--comfyui-dir", str(root), "--rank", str(r), "--world-size",
-               str(s.world_size), "--master-addr", s.address, "--master-port", str(port), "--device", s.devices[r],
-               "--timeout", str(s.timeout_s)] + (["--threads", str(s.threads)] if s.threads else [])
+    for r in range(1, s.world_size):
+        cmd, env = worker_command(s, port, r, root)
         procs[r] = subprocess.Popen(cmd + ["--parent-pipe"], stdin=subprocess.PIPE, env=env, start_new_session=True,
                                     close_fds=True)
-        log.debug("LTX TDP: started rank %d (pid %d): %s", r, procs[r].pid, " ".join(cmd))
+        log.debug("LTX TDP: started rank %d (pid %d, %s): %s", r, procs[r].pid, s.devices[r], " ".join(cmd))
         threading.Thread(target=lambda r=r, p=procs[r]: (p.wait(), on_exit(r)), name=f"ltx-tdp-watch-{r}",
                          daemon=True).start()
     return procs
@@ -122,7 +133,8 @@ def wait_hellos(session: Any) -> dict[int, dict]:
 
 def init_process_group(session: Any, server: Any) -> dict[str, str | None]:
     """Join rank 0 to the process group on `server` (the group's TCPStore) with RANK0_NCCL_ENV in force, gloo
-    bound to the configured address; the NCCL variables as init_process_group saw them."""
+    bound to the configured address, NCCL's communicator built now (multigpu.nccl); the NCCL variables as
+    init_process_group saw them."""
     if dist.is_initialized():
         raise TDPGroupError("LTX TDP: torch.distributed is already initialised in this ComfyUI process "
                             "(by another node?); the multi-GPU group cannot start")
@@ -135,8 +147,8 @@ def init_process_group(session: Any, server: Any) -> dict[str, str | None]:
         os.environ.setdefault("NCCL_SOCKET_IFNAME", name)  # NCCL reads it later, at its first collective
     env_at_init = {k: os.environ.get(k) for k in RANK0_NCCL_ENV}
     try:
-        dist.init_process_group(session.settings.backend, store=dist.PrefixStore("pg", server), rank=0,
-                                world_size=session.world, timeout=session.timeout)
+        join_group(session.settings.backend, dist.PrefixStore("pg", server), 0, session.world,
+                   session.settings.timeout_s, torch.device(session.settings.rank0_device))
     finally:
         if own:
             os.environ.pop("GLOO_SOCKET_IFNAME", None)
@@ -151,10 +163,11 @@ def describe_exit(code: int | None) -> str:
 
 
 def where(session: Any, r: int) -> str:
-    """Rank r's process, host and device, in words."""
+    """Rank r's process, host and device, in words (a local worker's device by its machine name)."""
     h = session.hellos.get(r, {})
     pid = session.procs[r].pid if r in session.procs else h.get("pid", "?")
-    return f"pid {pid} on {h.get('host', '?')}, {h.get('device', session.settings.devices[r])}"
+    device = session.settings.devices[r] if r in session.procs else h.get("device", session.settings.devices[r])
+    return f"pid {pid} on {h.get('host', '?')}, {device}"
 
 
 def diagnose(session: Any, exc: BaseException | None, missing: set[int]) -> list[str]:

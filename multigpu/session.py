@@ -47,7 +47,7 @@ class Session:
         self.seq, self.pending, self.starting, self.closed = 0, None, True, False
         self.lock = threading.RLock()
         self.timeout = datetime.timedelta(seconds=settings.timeout_s)
-        self.comm_device = torch.device(settings.devices[0] if settings.backend == "nccl" else "cpu")
+        self.comm_device = torch.device(settings.rank0_device if settings.backend == "nccl" else "cpu")
         self.store: Any = None
         self._server: Any = None
         self.port, self._pg = settings.port, False
@@ -122,7 +122,7 @@ class Session:
 
     def _send_replica(self, kind: str, key: str, source: ReplicaSource) -> None:
         sd = source.module.state_dict(keep_vars=True)
-        names = tuple((k, t.dtype, tuple(t.shape)) for k, t in source.weights())
+        names = source.names()
         placeholders = frozenset(id(t) for t in sd.values())  # a recipe holding the module pickles it without them
         what = f"while sending the {kind}"
         message = W.ReplicaMessage(self.seq + 1, kind, key, source.recipe(), names)
@@ -165,6 +165,7 @@ class Session:
         clock.append(time.perf_counter())
         flat = result if result is not None else torch.zeros(job.numel, dtype=job.dtype)
         buffer = flat.to(self.comm_device)
+        self.store.set(W.reduce_key(seq), b"")  # the workers enter the all_reduce only now (wire.reduce_key)
         self.collective(what, dist.all_reduce, buffer, op=dist.ReduceOp.SUM)
         self.stats["reduce_bytes"] += buffer.numel() * buffer.element_size()
         self.pending = None
@@ -216,6 +217,7 @@ class Session:
         self.seq += 1
         if self.seq > 1:
             self.store.delete_key(f"msg/{self.seq - 1}")
+            self.store.delete_key(W.reduce_key(self.seq - 1))
         self.store.set(f"msg/{self.seq}", data)
         self.pending = self.seq
         return self.seq

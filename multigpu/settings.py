@@ -6,27 +6,15 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 
 import torch
 
+from .devices import machine_device, narrowed
+
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "nccl", "gloo")
-
-RANK0_NCCL_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2", "TORCH_NCCL_ENABLE_MONITORING": "0"}
-"""Set on rank 0 (ComfyUI) before the process group starts, so that no worker fault kills ComfyUI: error
-handling 3 (torch's default) and 1 kill the process when a collective fails; 2 (CleanUpOnly) only aborts
-the communicators. The monitoring thread only kills a process whose watchdog hangs. docs/multi-gpu.md: "NCCL cannot kill ComfyUI"."""
-
-
-def set_rank0_nccl_env() -> None:
-    """Put RANK0_NCCL_ENV in force in this process (rank 0), over a user's own values (logged)."""
-    for key, value in RANK0_NCCL_ENV.items():
-        if os.environ.get(key, value) != value:
-            log.warning("LTX TDP: %s=%s would let a failing worker kill ComfyUI; using %s", key, os.environ[key], value)
-        os.environ[key] = value
 
 
 class TDPGroupError(RuntimeError):
@@ -36,6 +24,10 @@ class TDPGroupError(RuntimeError):
 @dataclass(frozen=True)
 class GroupSettings:
     """A resolved group: `devices[r]` is rank r's device; rank 0 is this (ComfyUI) process.
+
+    Devices are machine names (multigpu.devices): `cuda:N` is the machine's GPU N however this process is
+    narrowed; `local_device` is rank 0's device as this process names it (None: `devices[0]`), e.g. cuda:0 for
+    `devices[0]` cuda:3 in a ComfyUI started with --cuda-device 3.
 
     Invariants: len(devices) == world_size >= 1; backend is "nccl" or "gloo"; timeout_s > 0;
     external_workers needs a fixed port (workers started by hand must know where to connect).
@@ -49,6 +41,7 @@ class GroupSettings:
     external_workers: bool = False
     threads: int = 0
     """torch threads per worker process (0: torch's default)."""
+    local_device: str | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:
@@ -67,6 +60,11 @@ class GroupSettings:
     def world_size(self) -> int:
         return len(self.devices)
 
+    @property
+    def rank0_device(self) -> str:
+        """Rank 0's device as this process (ComfyUI) names it."""
+        return self.local_device or self.devices[0]
+
 
 def device_name(text: str) -> str:
     """`text` as torch names the device; bare "cuda" means cuda:0. Raises TDPGroupError on junk."""
@@ -79,30 +77,40 @@ def device_name(text: str) -> str:
 
 def resolve_settings(ranks: int, devices: str, backend: str, timeout_s: float, address: str, port: int,
                      external_workers: bool = False, local_device: str | None = None, threads: int = 0) -> GroupSettings:
-    """Settings from the launcher node's inputs.
+    """Settings from the launcher node's inputs; devices are machine GPU numbers (multigpu.devices).
 
-    A device list wins over `ranks`. Without one: every rank on the CPU when ComfyUI runs on the CPU,
-    else rank r on GPU (first + r) mod count. Rank 0 always runs on ComfyUI's own device
-    (`local_device`). backend "auto" is NCCL when every rank is on a CUDA GPU, else gloo.
+    A device list wins over `ranks`. Without one: every rank on the CPU when ComfyUI runs on the CPU, else
+    rank r on the r-th GPU after ComfyUI's among the GPUs ComfyUI sees (wrapping around). A ComfyUI narrowed
+    to fewer GPUs than ranks (--cuda-device, CUDA_VISIBLE_DEVICES) cannot see the others: that needs a list.
+    Rank 0 always runs on ComfyUI's own device (`local_device`). backend "auto" is NCCL when every rank is on
+    its own CUDA GPU, else gloo.
     """
     local = device_name(local_device) if local_device else "cpu"
+    rank0 = machine_device(local)
     listed = tuple(device_name(part.strip()) for part in devices.split(",") if part.strip())
     if listed:
-        if listed[0] != local:
-            log.warning("LTX TDP: rank 0 is this ComfyUI, which runs on %s; the device list starts with %s. "
-                        "Rank 0 uses %s.", local, listed[0], local)
-        chosen = (local, *listed[1:])
+        if listed[0] != rank0:
+            log.warning("LTX TDP: rank 0 is this ComfyUI, which runs on %s (machine GPU numbers); the device list "
+                        "starts with %s. Rank 0 uses %s.", rank0, listed[0], rank0)
+        chosen = (rank0, *listed[1:])
         if ranks != len(listed):
             log.info("LTX TDP: the device list names %d devices; it overrides ranks=%d", len(listed), ranks)
     elif local.startswith("cuda") and torch.cuda.is_available():
         count, first = torch.cuda.device_count(), torch.device(local).index or 0
-        chosen = tuple(local if r == 0 else f"cuda:{(first + r) % count}" for r in range(ranks))
+        seen = narrowed()
+        if seen is not None and ranks > count:
+            raise TDPGroupError(
+                f"LTX TDP: this ComfyUI sees only {count} GPU(s) (CUDA_VISIBLE_DEVICES={seen}, e.g. from "
+                f"--cuda-device), not the {ranks} ranks asked for; name each rank's GPU in the launcher's devices "
+                f"by its machine number (as nvidia-smi numbers them), e.g. {rank0},cuda:N")
         if ranks > count:
             log.warning("LTX TDP: %d ranks on %d GPUs: some GPUs run two ranks", ranks, count)
+        chosen = tuple(machine_device(f"cuda:{(first + r) % count}") for r in range(ranks))
     else:
         chosen = ("cpu",) * ranks
     if backend == "auto":
         cuda = all(d.startswith("cuda") for d in chosen)
         backend = "nccl" if cuda and torch.distributed.is_nccl_available() and len(set(chosen)) == len(chosen) else "gloo"
     return GroupSettings(devices=chosen, backend=backend, timeout_s=float(timeout_s), address=address.strip() or "127.0.0.1",
-                         port=int(port), external_workers=external_workers, threads=threads)
+                         port=int(port), external_workers=external_workers, threads=threads,
+                         local_device=local if local != rank0 else None)

@@ -9,11 +9,17 @@ Control plane, keys of the group's TCPStore under `ltx_tdp/` (values are pickles
     acks/<seq>       r -> 0    TCPStore.add counter of the acks; the worker that brings it to world-1 sets
     done/<seq>       r -> 0    ... this key, which rank 0 waits for with TCPStore.wait and the group timeout
     stop/<seq>       0 -> all  interrupt or rank-0 error: skip the remaining tiles of job seq
+    reduce/<seq>     0 -> all  rank 0 enters the all_reduce of model call seq (its own tiles are done)
     hb/<r>           r -> 0    heartbeat counter (TCPStore.add every HEARTBEAT_S, from a thread of the worker)
 
 Data plane (torch.distributed, only right after a message names it): a ReplicaMessage is followed by one
 broadcast per weight (its bytes); a JobMessage by one broadcast of the pickled job (its tensors inside),
 then the acks and one all_reduce(SUM) (model calls), or each worker's tiles sent to rank 0 (VAE decodes).
+
+A worker starts a collective only when rank 0 is about to run it (NCCL times each operation from when it is
+queued, gloo from when it starts, and a worker whose timer runs out ends): it takes the weights one broadcast
+at a time, each waited for before the next is queued, and joins a model call's all_reduce once rank 0 says
+so (`reduce/<seq>`), not while rank 0 still runs an extra tile of its own.
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ WORKER_PACKAGE = PACKAGE
 """The package name a worker registers the pack under (worker_main.py, through package.import_pack)."""
 
 WeightName = tuple[str, torch.dtype, tuple[int, ...]]
+
+
+def reduce_key(seq: int) -> str:
+    """The store key by which rank 0 says it enters the all_reduce of model call `seq`."""
+    return f"reduce/{seq}"
 """(state-dict key, dtype, shape) of one weight."""
 
 

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from . import wire as W
+from .nccl import WORKER_NCCL_ENV, join_group, one_at_a_time, set_worker_nccl_env
 from .replica import receive_weights
 from .settings import TDPGroupError, device_name
 
@@ -30,7 +31,9 @@ log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_LOST = 0, 3
 IDLE_WAIT = datetime.timedelta(days=365)
-"""How long an idle worker waits for the next message (rank 0 going away ends the wait at once)."""
+"""How long an idle worker waits for the next message, or for rank 0 to enter a model call's all_reduce
+(rank 0 going away ends the wait at once; rank 0 times every exchange itself)."""
+
 
 
 class _Stopped(Exception):
@@ -86,15 +89,22 @@ class Worker:
         version = _import_comfy(self.config, self.device)
         if a.threads:
             torch.set_num_threads(a.threads)
+        set_worker_nccl_env()
         hello = {"rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(), "device": str(self.device),
-                 "comfy_version": version, "torch_version": torch.__version__}
+                 "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "comfy_version": version,
+                 "torch_version": torch.__version__, "nccl_env": {k: os.environ.get(k) for k in WORKER_NCCL_ENV}}
         self._heart.start()
         self.store.set(f"hello/{self.rank}", W.dumps(hello))
         # rank 0 says go once every worker is ready (slow starters must not time out the fast ones)
         self.store.wait(["start"], datetime.timedelta(seconds=max(a.timeout, W.STARTUP_MIN_S)))
-        dist.init_process_group(self.config.backend, store=dist.PrefixStore("pg", client), rank=self.rank,
-                                world_size=self.world, timeout=datetime.timedelta(seconds=self.config.timeout_s))
+        self.join(client)
         log.info("rank %d/%d ready on %s (%s)", self.rank, self.world, self.device, self.config.backend)
+
+    def join(self, client: Any) -> None:
+        """Join the process group on rank 0's store `client` (multigpu.nccl.join_group: on NCCL, this worker's
+        device is the communicator's, built now)."""
+        join_group(self.config.backend, dist.PrefixStore("pg", client), self.rank, self.world, self.config.timeout_s,
+                   self.device)
 
     def _heartbeat(self) -> None:
         """Bump hb/<rank> every HEARTBEAT_S (see wire.HEARTBEAT_S for the one reason), on its own connection,
@@ -158,7 +168,7 @@ class Worker:
         except Exception as e:  # still take every weight, or rank 0 would wait in its broadcast
             error = e
         receive_weights(replica.module if replica is not None else None, msg.weights,
-                        lambda b: dist.broadcast(b, src=0), self.comm_device,
+                        one_at_a_time(lambda b: dist.broadcast(b, src=0, async_op=True)), self.comm_device,
                         replica.home if replica is not None else self.device)
         if error is not None:
             raise error
@@ -185,7 +195,12 @@ class Worker:
             flat = job.run(target, self.rank, self.world, before_tile)
         except _Stopped:
             flat = torch.zeros(job.numel, dtype=job.dtype)
-        return lambda: dist.all_reduce(flat.to(self.comm_device), op=dist.ReduceOp.SUM)
+
+        def reduce() -> None:  # after the ack; queued only once rank 0 enters it too (wire.reduce_key)
+            self.store.wait([W.reduce_key(msg.seq)], IDLE_WAIT)
+            dist.all_reduce(flat.to(self.comm_device), op=dist.ReduceOp.SUM)
+
+        return reduce
 
     def _target(self, msg: W.JobMessage) -> Any:
         """What the job of `msg` runs on: the target of this worker's current `kind` replica."""

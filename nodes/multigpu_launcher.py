@@ -25,8 +25,11 @@ class MultiGPULauncherNode(io.ComfyNode):
                              tooltip="Number of ranks, this ComfyUI included (rank 0). Ignored when a device "
                              "list is given."),
                 io.String.Input("devices", default="",
-                                tooltip="Optional device per rank, comma separated, e.g. 'cuda:0,cuda:1'. Rank 0 "
-                                "always runs on ComfyUI's own device. Empty: one GPU per rank, or the CPU."),
+                                tooltip="Optional device per rank, comma separated, by machine GPU number (as "
+                                "nvidia-smi and ComfyUI's --cuda-device number them), e.g. 'cuda:0,cuda:1'. Rank 0 "
+                                "always runs on ComfyUI's own GPU (cuda:3 when started with --cuda-device 3); each "
+                                "worker sees only its own GPU. Empty: the GPUs after ComfyUI's, one per rank, or "
+                                "the CPU."),
                 io.Combo.Input("backend", options=list(BACKENDS), default="auto",
                                tooltip="torch.distributed backend. auto: NCCL when every rank has its own CUDA GPU, "
                                "else gloo."),

@@ -1,5 +1,7 @@
-"""The GPU check: the pack on one CUDA GPU, correctness with tiny models, LTX-2.5 quantized (fp8, int8-convrot)
-and LTX-2 at their real sizes, in under 8 minutes, written to bench/results/gpu.md. `--smoke` runs every
+"""The GPU check: the pack on one CUDA GPU under ComfyUI's defaults (Dynamic VRAM on NVIDIA, no --highvram),
+correctness with tiny models, a LoRA under Dynamic VRAM and the memory ComfyUI is asked for (issue 30, items 4
+and 5), LTX-2.5 quantized (fp8, int8-convrot) and LTX-2 at their real sizes, in under 9 minutes, written to
+bench/results/gpu.md with the peak GPU memory of every step. `--smoke` runs every
 step at tiny sizes on the CPU (the test suite does, so the GPU script cannot break unseen) and writes its
 report elsewhere.
 
@@ -26,66 +28,16 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 RESULTS = REPO / "bench" / "results" / "gpu.md"
 CARRIED_COMFYUI = HERE / "carry" / "comfyui"
+sys.path.insert(0, str(HERE))  # the check's own modules (steps, runtime, report, the step modules)
 
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    module: str
-    function: str
-    gpu_limit_s: int
-    """Time limit on the GPU (process start, imports and model construction included)."""
-    needs_ltx2: bool = False
-    needs_ltx25: bool = False
-
-
-STEPS = (
-    Step("one_by_one", "correctness", "one_by_one_bit_identical", 45),
-    Step("bf16_vs_fp32", "correctness", "two_by_two_bf16_matches_fp32_cpu", 45),
-    Step("decode_one_tile", "correctness", "one_tile_decode_bit_identical", 45),
-    Step("group_two_ranks", "correctness", "two_rank_group_matches_single_process", 90),
-    Step("ltx25_fp8", "ltx25", "ltx25_fp8", 150, needs_ltx2=True, needs_ltx25=True),
-    Step("ltx25_int8", "ltx25", "ltx25_int8", 150, needs_ltx2=True, needs_ltx25=True),
-    Step("transformer_tiles", "real_size", "transformer_tiles", 150, needs_ltx2=True),
-    Step("vae_tiled", "real_size", "vae_tiled", 120),
-    Step("transformer_untiled", "real_size", "transformer_untiled", 150, needs_ltx2=True),
-    Step("vae_untiled", "real_size", "vae_untiled", 100),
-)
-"""In order of importance: what runs first is what a short budget keeps."""
-
-GPU_BUDGET_S = 440
-"""All steps together on a GPU: 7 min 20 s, inside the 8 minutes the check may take (start-up, the last step's
-stop and the report take seconds)."""
-SMOKE_LIMIT_S = 300
-SMOKE_BUDGET_S = 1500
-"""On a slow, shared CPU the smoke run's limits only catch a hang; its sizes take seconds."""
-MIN_STEP_S = 20
-"""A step is not started with less time than this left in the budget (it is recorded as not run)."""
-
-
-def comfy_has_ltx2(comfy_dir: Path) -> bool:
-    return (comfy_dir / "comfy" / "ldm" / "lightricks" / "av_model.py").is_file()
-
-
-def skip_reason(step: Step, comfy_dir: Path, version: str) -> str | None:
-    """Why `step` cannot run on this ComfyUI tree, or None. An LTX-2.5 step's reason starts with the test
-    suite's LTX25_SKIP_REASON (ltx_tdp_devkit.tiny_models, on the PYTHONPATH that run.sh sets)."""
-    from ltx_tdp_devkit.paths import comfyui_has_ltx25
-    from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
-    if step.needs_ltx25 and not comfyui_has_ltx25(comfy_dir):
-        return (f"{LTX25_SKIP_REASON}: ComfyUI {version} has no LTX-2.5 transformer (no keyframe marker, "
-                "use_keyframes_abs_pos_embedding); carry ComfyUI 0.33.0 (bash bench/gpu/prepare.sh)")
-    if step.needs_ltx2 and not comfy_has_ltx2(comfy_dir):
-        return (f"ComfyUI {version} has no LTX-2 (comfy/ldm/lightricks/av_model.py); LTX-2 steps need a current "
-                "ComfyUI (tested: 0.24.0, 0.33.0)")
-    return None
+from steps import (GPU_BUDGET_S, MIN_STEP_S, SMOKE_BUDGET_S, SMOKE_LIMIT_S, STEPS, WORK_DIR_MODULES,  # noqa: E402
+                   skip_reason)
 
 
 def default_comfyui_dir() -> Path | None:
@@ -100,7 +52,6 @@ def default_comfyui_dir() -> Path | None:
 
 def run_child(args: argparse.Namespace) -> int:
     """Run one step here; everything it measures, and any error, lands in the records file. 0 if no error."""
-    sys.path.insert(0, str(HERE))
     import importlib
 
     import runtime
@@ -111,7 +62,7 @@ def run_child(args: argparse.Namespace) -> int:
     try:
         runtime.start(Path(args.comfyui_dir), args.device, Path(args.work_dir) / "comfy_base")
         fn = getattr(importlib.import_module(step.module), step.function)
-        if step.module == "correctness":
+        if step.module in WORK_DIR_MODULES:
             fn(rec, Path(args.work_dir))
         else:
             fn(rec, sizes_mod.smoke_sizes() if args.smoke else sizes_mod.REAL)
@@ -119,6 +70,9 @@ def run_child(args: argparse.Namespace) -> int:
         rec.add(step.name, "error", error=f"{type(e).__name__}: {e}"[:800],
                 traceback=traceback.format_exc()[-3000:])
         return 1
+    finally:  # the step's peak, whatever became of it (torch's allocator peak covers the whole process)
+        rec.add(runtime.PEAK_RECORD, "ok", dynamic_vram=runtime.dynamic_vram() if runtime.started() else None,
+                **(runtime.memory_now() if runtime.started() else {}))
     return 0
 
 
@@ -127,7 +81,6 @@ def run_child(args: argparse.Namespace) -> int:
 
 def environment(args: argparse.Namespace, comfy_dir: Path) -> dict:
     """What the report's header states: device, GPU and its memory, torch, CUDA, ComfyUI, Python."""
-    sys.path.insert(0, str(HERE))
     import torch
 
     from runtime import comfyui_version
@@ -254,6 +207,10 @@ def run_parent(args: argparse.Namespace) -> int:
     records = read_records(records_path)
     env["wall_s"] = f"{time.monotonic() - start:.0f} s for all steps"
     env["attention"] = next((r["attention"] for r in records if r.get("attention")), None)
+    dynamic = [r["dynamic_vram"] for r in records if r.get("dynamic_vram") is not None]
+    env["model_loading"] = None if not dynamic else (
+        "ComfyUI's Dynamic VRAM (main.py's default on NVIDIA)" if all(dynamic) else
+        "ComfyUI's estimate-based loading (Dynamic VRAM off: " + ("--cpu" if args.smoke else "comfy-aimdo did not start") + ")")
     out.parent.mkdir(parents=True, exist_ok=True)
     from report import render
 

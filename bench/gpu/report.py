@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtime import PEAK_RECORD
+
 LTX25_STEPS = ("ltx25_fp8", "ltx25_int8")
+COMFY_DEFAULT_STEPS = ("dynamic_vram_lora", "memory_estimate", "decode_noise_field", "decode_tile_memory")
 
 STAGE2_STEPS = 2
 """Upstream LTX-2 stage 2 samples sigmas 0.625, 0.4, 0: two model calls at cfg 1 (the distilled model)."""
@@ -26,7 +29,20 @@ def _count(n: int) -> str:
 
 
 def _find(records: list[dict], step: str, name: str | None = None) -> list[dict]:
-    return [r for r in records if r["step"] == step and (name is None or r["name"] == name)]
+    """`step`'s records named `name` (all but its closing peak-memory record when None)."""
+    return [r for r in records if r["step"] == step and (r["name"] == name if name else r["name"] != PEAK_RECORD)]
+
+
+def _checks_table(records: list[dict], steps: tuple[str, ...]) -> list[str]:
+    """A markdown table of the checks `steps` recorded: result, measured value, limit, detail."""
+    lines = ["| check | result | measured | limit | detail |", "|---|---|---:|---:|---|"]
+    for step in steps:
+        for r in _find(records, step):
+            value = "—" if r.get("value") is None else f"{r['value']:.3g}"
+            limit = "—" if r.get("limit") is None else f"{r['limit']:.3g}"
+            detail = r.get("detail") or r.get("error") or r.get("reason") or ""
+            lines.append(f"| {r['name']} | {r['status']} | {value} | {limit} | {_cell(detail)} |")
+    return lines
 
 
 def _best(records: list[dict], step: str, name: str) -> dict | None:
@@ -64,6 +80,8 @@ def summary(records: list[dict]) -> list[str]:
               for r in _find(records, step)]
     passed = sum(r["status"] == "ok" for r in checks)
     out = [f"correctness: {passed} of {len(checks)} checks passed"]
+    ours = [r for step in COMFY_DEFAULT_STEPS for r in _find(records, step) if r["status"] != "skip"]
+    out.append(f"under ComfyUI's defaults (issue 30): {sum(r['status'] == 'ok' for r in ours)} of {len(ours)} checks passed")
     for step in LTX25_STEPS:
         recs = [r for r in _find(records, step) if not r["name"].startswith("build")]
         if not recs:
@@ -105,7 +123,8 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
     add("")
     add("| | |")
     add("|---|---|")
-    for key in ("device", "gpu", "gpu_memory", "torch", "cuda", "comfyui", "python", "attention", "wall_s"):
+    for key in ("device", "gpu", "gpu_memory", "torch", "cuda", "comfyui", "model_loading", "python", "attention",
+                "wall_s"):
         if env.get(key) is not None:
             add(f"| {key.replace('_', ' ')} | {env[key]} |")
     add("")
@@ -115,14 +134,11 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
 
     add("## Correctness on the device (tiny models of the test suite)")
     add("")
-    add("| check | result | measured | limit | detail |")
-    add("|---|---|---:|---:|---|")
-    for step in ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks"):
-        for r in _find(records, step):
-            value = "—" if r.get("value") is None else f"{r['value']:.3g}"
-            limit = "—" if r.get("limit") is None else f"{r['limit']:.3g}"
-            detail = r.get("detail") or r.get("error") or r.get("reason") or ""
-            add(f"| {r['name']} | {r['status']} | {value} | {limit} | {_cell(detail)} |")
+    lines.extend(_checks_table(records, ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks")))
+    add("")
+    add("## ComfyUI as users start it (issue 30): a LoRA under Dynamic VRAM, the memory ComfyUI is asked for")
+    add("")
+    lines.extend(_checks_table(records, COMFY_DEFAULT_STEPS))
     add("")
 
     lines.extend(ltx25_section(env, records))
@@ -190,10 +206,15 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
 
     add("## Steps")
     add("")
-    add("| step | limit (s) | ran (s) | outcome |")
-    add("|---|---:|---:|---|")
+    add("Peak GPU memory per step: torch's allocator peak over the step's process, and the device memory in use at its "
+        "end (Dynamic VRAM's own allocations, which torch's allocator does not see, included).")
+    add("")
+    add("| step | limit (s) | ran (s) | torch peak GiB | device in use GiB | outcome |")
+    add("|---|---:|---:|---:|---:|---|")
     for s in steps:
-        add(f"| {s['step']} | {_f(s.get('limit_s'), 0)} | {_f(s.get('ran_s'), 1)} | {_cell(s['outcome'])} |")
+        peak = next(iter(_find(records, s["step"], PEAK_RECORD)), {})
+        add(f"| {s['step']} | {_f(s.get('limit_s'), 0)} | {_f(s.get('ran_s'), 1)} | {_f(peak.get('torch_peak_gib'))} | "
+            f"{_f(peak.get('device_used_gib'))} | {_cell(s['outcome'])} |")
     problems = [r for r in records if r["status"] not in ("ok",)]
     if problems:
         add("")

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 _PLAIN = (type(None), bool, int, float, str, bytes, torch.Tensor, torch.dtype, torch.device, torch.Size,
           uuid.UUID, enum.Enum)
 _SILENT = {"wrappers", "callbacks"}
+_PER_TILE_WRAPPERS = ("apply_model", "diffusion_model")
+"""The wrapper kinds (comfy.patcher_extension.WrappersMP values) that run inside a model call, so per tile; the
+others (outer_sample, prepare_sampling, ...) run once around the sampling, on rank 0, as without a group."""
 _warned: set[str] = set()
 
 
@@ -56,7 +59,8 @@ def plain_options(transformer_options: dict[str, Any], own_wrapper: str) -> dict
         if _is_plain(value):
             out[key] = value
         elif key == "wrappers":
-            others = sorted({k for by_key in value.values() for k in by_key if k != own_wrapper and by_key[k]})
+            others = sorted({k for kind, by_key in value.items() if kind in _PER_TILE_WRAPPERS for k in by_key
+                             if k != own_wrapper and by_key[k]})
             if others:
                 _warn_once(f"wrappers:{others}", "LTX TDP: model wrappers %s run on rank 0's tiles only; the worker "
                            "ranks run the plain model", ", ".join(others))

@@ -6,6 +6,7 @@
 * object patch `diffusion_model.patchifier`: per-tile positions (ltx.model.positions).
 * object patch `diffusion_model.keyframes_abs_pos_mask` (LTX-2.5, ComfyUI 0.32+): each tile marks the tokens the
   untiled call marks (ltx.model.keyframes).
+* ComfyUI's memory estimates sized by the largest tile (ltx.model.memory).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .call import TDPSettings, TiledModelCall
 from .facts import geometry_of, ltx_diffusion_model, position_range
 from .job import ModelJob, model_ranks
 from .keyframes import MASK_ATTRIBUTE, has_marker_mask, marker_mask_patch
+from .memory import register_tile_memory
 from .positions import ShiftedGridPatchifier
 
 log = logging.getLogger(__name__)
@@ -159,6 +161,7 @@ def apply_tdp(model_patcher: Any, tiling: TilingConfig, *, group: Any = None, no
     m.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, WRAPPER_KEY,
                            TDPModelWrapper(settings, geometry_of(diffusion_model), ranks, position_range(m)))
     m.add_wrapper_with_key(ext.WrappersMP.OUTER_SAMPLE, WRAPPER_KEY, outer_sample_wrapper(settings))
+    register_tile_memory(m, settings)  # ComfyUI sizes the run by the largest tile (ltx.model.memory)
     inner = diffusion_model.patchifier
     if isinstance(inner, ShiftedGridPatchifier):
         inner = inner._inner

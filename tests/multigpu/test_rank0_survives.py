@@ -74,7 +74,7 @@ def test_nccl_error_handling_only_aborts_the_communicator_and_is_set_before_the_
     2 (abort the communicator only) and turns off the monitor that kills a process whose watchdog hangs,
     even over a user's 3. Read when the process group is built: checked at that moment (gloo here; the
     variables are the same for NCCL, which reads them in ProcessGroupNCCL's constructor)."""
-    from ltx_tdp.multigpu.settings import RANK0_NCCL_ENV
+    from ltx_tdp.multigpu.nccl import RANK0_NCCL_ENV
 
     monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
     group = group_factory(2)

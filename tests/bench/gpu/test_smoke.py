@@ -27,8 +27,10 @@ from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 
 CHECK = PACK_ROOT / "bench" / "gpu" / "check.py"
 RESULTS = PACK_ROOT / "bench" / "results" / "gpu.md"
-STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "ltx25_fp8", "ltx25_int8",
-         "transformer_tiles", "vae_tiled", "transformer_untiled", "vae_untiled")
+STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "dynamic_vram_lora", "memory_estimate",
+         "decode_noise_field", "decode_tile_memory", "ltx25_fp8", "ltx25_int8", "transformer_tiles", "vae_tiled",
+         "transformer_untiled", "vae_untiled")
+PEAK_RECORD = "peak GPU memory of the step"
 LTX2_STEPS = ("transformer_tiles", "transformer_untiled")
 LTX25_STEPS = {"ltx25_fp8": ("fp8", "float8_e4m3fn"), "ltx25_int8": ("int8", "int8_tensorwise")}
 """step -> (its format label, the layer format ComfyUI loads: int8-convrot is int8_tensorwise with a rotation)."""
@@ -80,7 +82,7 @@ def test_the_smoke_run_finishes_every_step_and_writes_its_report(smoke, comfy_di
 
 
 def test_the_correctness_checks_pass_on_the_cpu_with_their_measured_differences(smoke):
-    checks = {r["name"]: r for step in STEPS[:4] for r in _records(smoke, step)}
+    checks = {r["name"]: r for step in STEPS[:4] for r in _records(smoke, step) if r["name"] != PEAK_RECORD}
     expected = {"1x1 TDP == unpatched (float32)", "1x1 TDP == unpatched (bfloat16)",
                 "2x2 TDP bf16 (device) vs fp32 (CPU)", "tiled decode, 1 tile == vae.decode",
                 "2-rank group == single process (model call)", "2-rank group == single process (tiled decode)"}
@@ -146,6 +148,31 @@ def test_the_vae_steps_decode_the_whole_clip_tiled_and_untiled(smoke):
     assert tiled["tiles"] > 1, f"the smoke decode ran {tiled['tiles']} tile(s): nothing was tiled"
     # decode_tiled gives (batch, frames, H, W, C); ComfyUI's VAE.decode folds nothing for a video: the same.
     assert tiled["frames_shape"] == untiled["frames_shape"], f"{tiled['frames_shape']} vs {untiled['frames_shape']}"
+
+
+def test_the_comfyui_default_checks_pass_and_the_decode_hooks_say_why_they_wait(smoke):
+    """Issue 30's checks under ComfyUI's defaults: on the CPU Dynamic VRAM is off (ComfyUI's --cpu), so the LoRA
+    check compares with the weights patched in place; on a GPU the same step compares with Dynamic VRAM's."""
+    checks = {r["name"]: r for step in ("dynamic_vram_lora", "memory_estimate") for r in _records(smoke, step)
+              if r["name"] != PEAK_RECORD}
+    expected = {"LoRA'd weights sent == ComfyUI's", "2-rank group with a LoRA == single process",
+                "memory asked for a 2x2 TDP step at cfg 3"}
+    assert set(checks) == expected, f"checks recorded: {sorted(checks)}\n{_why(smoke)}"
+    for name, r in checks.items():
+        assert r["status"] == "ok" and r["value"] <= r["limit"], \
+            f"{name}: {r['status']}, measured {r.get('value')} (limit {r.get('limit')}): {r.get('detail') or r.get('error')}"
+    assert "Dynamic VRAM off" in checks["LoRA'd weights sent == ComfyUI's"]["detail"], checks
+    for step in ("decode_noise_field", "decode_tile_memory"):
+        (hook,) = [r for r in _records(smoke, step) if r["name"] != PEAK_RECORD]
+        assert hook["status"] == "skip" and "issue 30" in hook["name"] and hook["reason"], hook
+
+
+def test_every_step_that_ran_reports_its_peak_memory_and_the_report_shows_it(smoke):
+    ran = [s["step"] for s in smoke["steps"] if not s["outcome"].startswith("skipped")]
+    missing = [step for step in ran if not any(r["name"] == PEAK_RECORD for r in _records(smoke, step))]
+    assert not missing, f"steps without a peak-memory record: {missing}"
+    report = smoke["report"].read_text()
+    assert "torch peak GiB" in report and "model loading" in report and "--cpu" in report, report[:1500]
 
 
 def test_a_cpu_run_never_writes_the_gpu_results(smoke, comfy_dir):

@@ -81,7 +81,7 @@ class TileMemory:
             plan = plan_tiles((frames - guides, height, width), self.settings.tiling.axes, VIDEO_AXES)
         except TilingError:  # the model call itself says why; the estimate falls back to ComfyUI's
             return None
-        f, h, w = largest_tile(plan.axis_intervals)
+        f, h, w = largest_tile(plan)
         tile_video = channels * f * h * w
         tile_input = channels * (f + guides) * h * w
         sum_size = exact_sum_dtype(getattr(self.model, "device", None)).itemsize

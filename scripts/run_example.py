@@ -1,20 +1,23 @@
-"""The pack's main job end to end: a TDP upscale through a headless ComfyUI, on a tiny real LTX model.
+"""The pack's main job end to end: a trained LTX model refines a video twice its trained size, untiled and with TDP,
+through a headless ComfyUI, and the picture shows which is closer to the ground truth.
 
-Run it through `bash scripts/run_example.sh [OUT_DIR]`, which prepares the runtime (scripts/env.sh) and
-runs this file with the runtime's python. Steps:
+Run it through `bash scripts/run_example.sh [OUT_DIR]`, which prepares the runtime (scripts/env.sh) and runs this
+file with the runtime's python. Steps:
 
-1. build a tiny LTXV transformer and a tiny LTX video VAE (ComfyUI's own classes, seeded random weights)
-   into a temporary ComfyUI base directory;
-2. start a headless ComfyUI (CPU) with this pack and the test node pack (random text conditioning: real
-   LTX text encoders are many GB);
-3. POST the TDP upscale workflow (stage 1 at half size, latent x2, stage 2 tiled by TDP, VAE decode,
-   SaveImage) and wait for it;
-4. copy the frames to OUT_DIR (plus an animated GIF and the API prompt), print where they are and how long
-   it took. The server is always stopped.
+1. a temporary ComfyUI base directory gets the quality benchmark's trained LTXV (bench/quality/trained/: ComfyUI's
+   LTXVModel, trained on synthetic latent videos of up to 16 x 16 latent cells) and, in its input folder, a synthetic
+   latent video of 32 x 32 cells whose ground truth is known (bench/quality/data.py): twice the trained range;
+2. a headless ComfyUI (CPU) starts with this pack and the test node pack (the fixed text context: real LTX text
+   encoders are many GB);
+3. one prompt goes to POST /prompt: LoadLatent, then SamplerCustomAdvanced from sigma 0.625 (euler, 0.625, 0.4, 0)
+   twice with the same noise: the model untiled, and the model through LTX TDP Tile Config + LTX TDP Model Patcher
+   (2 x 2 tiles, overlap 5); SaveLatent keeps both (ltx_tdp_devkit.quality_example);
+4. OUT_DIR gets ltx_tdp_example.png (ground truth | untiled | TDP, the error maps and their PSNR), the frames of
+   each latent rendered as pictures, the latents, result.json and the API prompt. The last lines print both PSNRs and
+   where the picture is. The server is always stopped.
 
-The model is random, so the frames are coloured noise: the command proves the pipeline, not the picture.
-This is a script, not pack code: it uses the pack's development kit (`ltx_tdp_devkit`, tests/ on the
-PYTHONPATH that scripts/env.sh sets).
+This is a script, not pack code: it uses the pack's development kit (`ltx_tdp_devkit`, tests/ on the PYTHONPATH that
+scripts/env.sh sets) and the quality benchmark (bench/quality).
 """
 
 from __future__ import annotations
@@ -29,66 +32,52 @@ import sys
 import time
 from pathlib import Path
 
-from ltx_tdp_devkit.api_prompts import tdp_upscale_prompt
 from ltx_tdp_devkit.paths import PACK_ROOT, TEST_NODE_PACK
-from ltx_tdp_devkit.server import ComfyServer, PromptFailed, output_images, prepare_base_dir
+from ltx_tdp_devkit.quality_example import ExampleResult, example_case, example_config, run_example
+from ltx_tdp_devkit.server import ComfyServer, PromptFailed, prepare_base_dir
 
 log = logging.getLogger("ltx_tdp.example")
 
-UNET_NAME = "tdp_tiny_ltxv.safetensors"
-VAE_NAME = "tdp_tiny_ltx_vae.safetensors"
+PICTURE = "ltx_tdp_example.png"
+FRAME_SCALE = 16
+"""Pixels per latent cell in the frame pictures (a 32-cell frame becomes 512 px)."""
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
+    case = example_case()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("out_dir", nargs="?", default="tdp_output", help="where the frames go (default ./tdp_output)")
+    p.add_argument("out_dir", nargs="?", default="tdp_output", help="where the results go (default ./tdp_output)")
     p.add_argument("--base-dir", required=True, help="an empty ComfyUI base directory for this run")
     p.add_argument("--comfyui-dir", default=os.environ.get("TDP_COMFYUI_DIR"), help="the ComfyUI tree")
-    p.add_argument("--width", type=int, default=512, help="output width in px (multiple of 64)")
-    p.add_argument("--height", type=int, default=512, help="output height in px (multiple of 64)")
-    p.add_argument("--length", type=int, default=17, help="frames (8k + 1)")
-    p.add_argument("--tiles", type=int, nargs=2, default=(2, 2), metavar=("H", "W"), help="stage-2 tiles")
-    p.add_argument("--overlap", type=int, default=4, help="stage-2 tile overlap in latent cells")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tiles", type=int, nargs=2, default=case.tiles, metavar=("H", "W"), help="TDP tiles")
+    p.add_argument("--overlap", type=int, default=case.overlap, help="TDP tile overlap in latent cells")
+    p.add_argument("--video-seed", type=int, default=example_config().video_seed,
+                   help="which synthetic video (default: the quality benchmark's first)")
     return p.parse_args(argv)
 
 
-def _build_models(comfy_dir: Path, base: Path) -> None:
-    """Tiny LTXV + VAE with ComfyUI's own classes, configured for the CPU as `main.py --cpu` would be."""
-    sys.path.insert(0, str(comfy_dir))  # ComfyUI's own code (it is not an installed package)
-    import comfy.cli_args
-
-    comfy.cli_args.args.cpu = True
-    from ltx_tdp_devkit import tiny_models
-
-    tiny_models.build_ltxv(base / "models" / "diffusion_models" / UNET_NAME)
-    tiny_models.build_vae(base / "models" / "vae" / VAE_NAME)
-
-
-def _copy_frames(server: ComfyServer, entry: dict, out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("frame_*.png"):  # frames of an earlier run would mix with these
-        stale.unlink()
-    frames = []
-    for i, image in enumerate(output_images(entry), start=1):
-        src = server.base_dir / image.get("type", "output") / image.get("subfolder", "") / image["filename"]
-        dst = out_dir / f"frame_{i:05d}.png"
-        shutil.copyfile(src, dst)
-        frames.append(dst)
-    return frames
-
-
-def _write_gif(frames: list[Path], path: Path, fps: int = 25) -> None:
+def _write_outputs(result: ExampleResult, out_dir: Path) -> Path:
+    """The picture, the frames of every latent, the latents, result.json and the prompt; returns the picture."""
     from PIL import Image
 
-    images = [Image.open(f).convert("RGB") for f in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+    cfg = example_config()  # registers the checkout as the package ltx_tdp
+    from ltx_tdp.bench.quality.render import example_figure, to_rgb
 
-
-def _execution_seconds(entry: dict) -> float | None:
-    stamps = {kind: data.get("timestamp") for kind, data in entry.get("status", {}).get("messages", [])}
-    start, end = stamps.get("execution_start"), stamps.get("execution_success")
-    return (end - start) / 1000.0 if start and end else None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames, latents = out_dir / "frames", out_dir / "latents"
+    for folder in (frames, latents):  # files of an earlier run would mix with these
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+    gt = result.latents["ground truth"]
+    for name in ("ground truth", "untiled", "tdp"):
+        for f in range(gt.shape[1]):
+            rgb = (to_rgb(cfg, result.latents[name], gt, f) * 255).round().byte().numpy()
+            image = Image.fromarray(rgb).resize((rgb.shape[1] * FRAME_SCALE, rgb.shape[0] * FRAME_SCALE), Image.NEAREST)
+            image.save(frames / f"{name.replace(' ', '_')}_frame{f + 1}.png")
+    for name, path in result.saved.items():
+        shutil.copyfile(path, latents / f"{name.replace(' ', '_')}.latent")
+    (out_dir / "workflow_api.json").write_text(json.dumps(result.prompt, indent=2))
+    return example_figure(cfg, result.case, result.latents, result.psnrs, out_dir / PICTURE)
 
 
 def main(argv: list[str]) -> int:
@@ -102,34 +91,22 @@ def main(argv: list[str]) -> int:
         log.error("no ComfyUI tree: run through scripts/run_example.sh (or pass --comfyui-dir)")
         return 2
     comfy_dir, base, out_dir = Path(args.comfyui_dir), Path(args.base_dir), Path(args.out_dir).resolve()
+    case = example_case(tuple(args.tiles), args.overlap)
     t0 = time.monotonic()
-
-    log.info("building the tiny LTX model and VAE in %s", base)
-    _build_models(comfy_dir, base)
     prepare_base_dir(base, PACK_ROOT, TEST_NODE_PACK, {})
-    prompt = tdp_upscale_prompt(unet_name=UNET_NAME, vae_name=VAE_NAME, width=args.width, height=args.height,
-                                length=args.length, tiles=tuple(args.tiles), overlap=args.overlap,
-                                seed=args.seed, filename_prefix="ltx_tdp_example")
-
     server = ComfyServer(comfy_dir=comfy_dir, base_dir=base, python=sys.executable)
     # SIGTERM / SIGHUP end the run through `finally`, so the server is stopped (SIGINT does so already).
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
     try:
-        t_start = time.monotonic()
         log.info("starting a headless ComfyUI (%s) with the pack", comfy_dir)
         server.start()
         t_ready = time.monotonic()
-        log.info("ComfyUI is up on %s after %.1f s; queueing the TDP upscale (%dx%d px, %d frames, %dx%d tiles)",
-                 server.url, t_ready - t_start, args.width, args.height, args.length, *args.tiles)
-        entry = server.run(prompt, timeout=600)
+        version = server.get("/system_stats")["system"].get("comfyui_version", "unknown")
+        log.info("ComfyUI %s is up on %s after %.1f s; refining a 32 x 32-cell video untiled and with TDP %d x %d",
+                 version, server.url, t_ready - t0, *case.tiles)
+        result = run_example(server, case, args.video_seed)
         t_done = time.monotonic()
-        frames = _copy_frames(server, entry, out_dir)
-        if not frames:
-            raise PromptFailed("the workflow finished but saved no images", entry)
-        gif = out_dir / "ltx_tdp_example.gif"
-        _write_gif(frames, gif)
-        (out_dir / "workflow_api.json").write_text(json.dumps(prompt, indent=2))
     except (PromptFailed, RuntimeError, TimeoutError, OSError) as exc:
         log.error("FAILED: %s", exc)
         log.error("server log (last lines):\n%s", server.log_tail(40))
@@ -137,13 +114,20 @@ def main(argv: list[str]) -> int:
     finally:
         server.stop()
 
-    execution = _execution_seconds(entry)
-    log.info("done: %d frames of %dx%d px in %s", len(frames), args.width, args.height, out_dir)
-    log.info("  frames:   %s .. %s", frames[0].name, frames[-1].name)
-    log.info("  preview:  %s", gif)
-    log.info("  workflow: %s (API format, as sent to POST /prompt)", out_dir / "workflow_api.json")
-    log.info("  took %.1f s: server start %.1f s, prompt %.1f s%s", time.monotonic() - t0, t_ready - t_start,
-             t_done - t_ready, f" (ComfyUI execution {execution:.2f} s)" if execution else "")
+    picture = _write_outputs(result, out_dir)
+    untiled, tdp = result.psnrs["untiled"], result.psnrs["tdp"]
+    (out_dir / "result.json").write_text(json.dumps({
+        "comfyui": version, "video_seed": result.video_seed, "tiles": list(case.tiles), "overlap": case.overlap,
+        "sigmas": list(case.sigmas), "psnr_db": {"untiled": untiled, "tdp": tdp},
+        "seconds": {"server_start": t_ready - t0, "prompt": t_done - t_ready, "total": time.monotonic() - t0},
+    }, indent=1))
+    log.info("done in %.1f s (server start %.1f s, prompt %.1f s) on ComfyUI %s", time.monotonic() - t0,
+             t_ready - t0, t_done - t_ready, version)
+    log.info("  frames:   %s (each latent frame of the ground truth, untiled and TDP)", out_dir / "frames")
+    log.info("  latents:  %s; workflow: %s (API format, as sent)", out_dir / "latents", out_dir / "workflow_api.json")
+    log.info("PSNR against the ground truth: untiled %.2f dB, TDP %d x %d %.2f dB (TDP %+.2f dB)",
+             untiled, *case.tiles, tdp, tdp - untiled)
+    log.info("picture: %s", picture)
     return 0
 
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The pack's main job in one command: a TDP upscale through a headless ComfyUI on a tiny real LTX model.
+# The pack's main job in one command: a trained LTX model refines a video twice its trained size, untiled and with
+# TDP 2 x 2, through a headless ComfyUI; one picture shows both against the ground truth.
 #
 #   bash scripts/run_example.sh [OUT_DIR]      (default ./tdp_output)
 #
-# Sets up the runtime on a fresh machine (scripts/env.sh: the same venv and ComfyUI as the tests; set
-# COMFYUI_DIR to use another ComfyUI), builds a tiny LTX model and VAE in a temporary ComfyUI base
-# directory, starts ComfyUI with this pack, runs the workflow through POST /prompt, and copies the frames
-# to OUT_DIR. Extra arguments go to scripts/run_example.py (e.g. --width 768 --tiles 2 3).
+# Sets up the runtime on a fresh machine (scripts/env.sh: the same venv and ComfyUI as the tests; set COMFYUI_DIR
+# to use another ComfyUI), starts ComfyUI with this pack in a temporary base directory holding the quality
+# benchmark's trained LTXV (bench/quality/trained/) and a synthetic latent video, runs one prompt through
+# POST /prompt, and writes OUT_DIR/ltx_tdp_example.png, the frames, the latents and the prompt. Extra arguments
+# go to scripts/run_example.py (e.g. --tiles 3 3 --overlap 4).
 # The server is always stopped; on failure the exit status is non-zero and the server log tail is shown.
 set -euo pipefail
 _repo="$(cd "$(dirname "$0")/.." && pwd)"

@@ -11,7 +11,8 @@ import torch
 
 from ...ltx.model.patch import DRIFT_WARNING_SIGMA
 from ...tiling import AxisTiling
-from ..quality.report import SEAM_TIE, PSNR_TIE_DB, _plt, to_rgb
+from ..quality.render import pyplot as _plt, to_rgb
+from ..quality.report import PSNR_TIE_DB, SEAM_TIE
 from ..quality.train import Trained
 from .config import FusionConfig
 from .methods import UNTILED, grids, label, methods, short_label

@@ -11,6 +11,8 @@ LATENT_CHANNELS = 128
 """LTXV's latent width (ComfyUI's LTXV latent format): the synthetic videos mix a few sources into it."""
 CELL_PX = 32
 """One latent cell is 32 pixels in space for LTX; the model's RoPE sees pixel positions."""
+RANGE_PX = 2048
+"""The spatial `positional_embedding_max_pos` every ComfyUI's LTXVModel uses, whatever its config says (0.3.75)."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,19 @@ class ModelConfig:
     `[20 s, 2048 px, 2048 px]` covers what it was trained on; a frame of 2S is twice that range."""
 
     def transformer_config(self) -> dict:
-        """The LTXVModel constructor arguments, stored in the checkpoint's metadata for ComfyUI's loader."""
+        """The LTXVModel constructor arguments, stored in the checkpoint's metadata for ComfyUI's loader.
+
+        RoPE sees a cell at position cell x `vae_scale_factors` / `positional_embedding_max_pos`, S cells being the
+        range. ComfyUI 0.3.75's LTXVModel ignores the max_pos it is given and always divides by [20, 2048, 2048]; every
+        version takes the scale factors. So where 2048 / S is a power of two (S = 16: 128 px per cell) the range is
+        stated as max_pos 2048 px with 2048 / S px per cell, which gives every ComfyUI the positions of max_pos
+        S x 32 px at 32 px per cell, bit for bit (powers of two); any other S (the smoke run's 6) keeps 32 px per
+        cell and max_pos S x 32 px, which ComfyUI 0.3.75 does not honour.
+        """
         width = self.heads * self.head_dim
+        per_cell = RANGE_PX // self.max_cells
+        exact = per_cell * self.max_cells == RANGE_PX and per_cell & (per_cell - 1) == 0
+        range_px, per_cell = (RANGE_PX, per_cell) if exact else (self.max_cells * CELL_PX, CELL_PX)
         return {
             "num_layers": self.num_layers,
             "num_attention_heads": self.heads,
@@ -59,7 +72,8 @@ class ModelConfig:
             "cross_attention_dim": width,
             "caption_channels": self.caption_channels,
             "in_channels": LATENT_CHANNELS,
-            "positional_embedding_max_pos": [20, self.max_cells * CELL_PX, self.max_cells * CELL_PX],
+            "positional_embedding_max_pos": [20, range_px, range_px],
+            "vae_scale_factors": [8, per_cell, per_cell],
         }
 
 

@@ -17,6 +17,11 @@ import torch
 from .config import ModelConfig
 
 FRAME_RATE = 25.0
+CONTEXT_SEED = 99
+"""Seed of the one fixed text context (`context`): torch.randn of (1, context_tokens, caption_channels)."""
+SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "trained" / "ltxv_quality.safetensors"
+"""The trained model shipped with the repository (`run.py --ship` writes it; the main job, scripts/run_example.sh,
+runs it)."""
 
 
 def init_state_dict(cfg: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -72,7 +77,7 @@ def load_model(checkpoint: Path) -> Any:
 
 def context(cfg: ModelConfig, batch: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """The one fixed text context (an "empty prompt") the model is trained and sampled with, and its mask."""
-    gen = torch.Generator().manual_seed(99)
+    gen = torch.Generator().manual_seed(CONTEXT_SEED)
     ctx = torch.randn(1, cfg.context_tokens, cfg.caption_channels, generator=gen)
     return ctx.expand(batch, -1, -1).contiguous(), torch.ones(batch, cfg.context_tokens, dtype=torch.long)
 

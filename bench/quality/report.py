@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from . import data
 from .config import BenchConfig, Case
 from .methods import LABELS, METHODS
+from .render import draw_borders, pyplot, to_rgb
 from .sweep import Results, borders_of, mean_over_videos
 from .train import Trained
 
@@ -215,18 +215,9 @@ def drift_onset(cfg: BenchConfig, results: Results) -> tuple[float, list[str]]:
     return math.floor(onset * 100 + 1e-9) / 100, lines
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_loss(trained: Trained, path: Path) -> None:
     """The loss of every training step and its running mean, log scale."""
-    plt = _plt()
+    plt = pyplot()
     losses = torch.tensor(trained.losses)
     k = max(1, min(50, len(losses) // 10))
     smooth = torch.nn.functional.avg_pool1d(losses[None, None], k, 1)[0, 0] if len(losses) >= k else losses
@@ -243,23 +234,11 @@ def plot_loss(trained: Trained, path: Path) -> None:
     plt.close(fig)
 
 
-def to_rgb(cfg: BenchConfig, latent: torch.Tensor, ref: torch.Tensor, frame: int = -1) -> torch.Tensor:
-    """A latent (C, F, H, W) shown as RGB: its smooth field, object and edge sources (unmixed with the pseudo-
-    inverse of the fixed mixing), each scaled to the ground truth's range. (H, W, 3) in [0, 1]."""
-    pinv = torch.linalg.pinv(data.mixing_matrix(cfg.train.data))
-    pick = [0, 3, 2]
-    src = torch.einsum("sc,chw->shw", pinv, latent[:, frame].float())[pick]
-    ref_src = torch.einsum("sc,chw->shw", pinv, ref[:, frame].float())[pick]
-    lo = ref_src.amin(dim=(1, 2), keepdim=True)
-    hi = ref_src.amax(dim=(1, 2), keepdim=True)
-    return ((src - lo) / (hi - lo + 1e-8)).clamp(0, 1).permute(1, 2, 0)
-
-
 def plot_grid(cfg: BenchConfig, results: Results, path: Path) -> None:
     """Ground truth, noisy input and every method's output (top), |error| maps (bottom), tile edges drawn."""
     if not results.example:
         return
-    plt = _plt()
+    plt = pyplot()
     ex = results.example
     gt = ex["ground truth"]
     n = cfg.cells
@@ -273,9 +252,9 @@ def plot_grid(cfg: BenchConfig, results: Results, path: Path) -> None:
         ax.imshow(to_rgb(cfg, ex[name], gt), interpolation="nearest")
         ax.set_title(LABELS.get(name, name), fontsize=7)
         if name != "ground truth":
-            _draw_borders(ax, borders_of(n, d.tiles, 0 if name == "no_overlap" else d.overlap), n)
+            draw_borders(ax, borders_of(n, d.tiles, 0 if name == "no_overlap" else d.overlap), n)
             im = axes[1, j].imshow(errs[name], cmap="magma", vmin=0, vmax=vmax, interpolation="nearest")
-            _draw_borders(axes[1, j], borders_of(n, d.tiles, 0 if name == "no_overlap" else d.overlap), n)
+            draw_borders(axes[1, j], borders_of(n, d.tiles, 0 if name == "no_overlap" else d.overlap), n)
             axes[1, j].set_title(f"|error|, PSNR {mean_over_videos(results.rows, d, name, 'psnr'):.1f} dB", fontsize=7)
         else:
             axes[1, j].imshow(to_rgb(cfg, ex["noisy input"], gt), interpolation="nearest")
@@ -290,18 +269,9 @@ def plot_grid(cfg: BenchConfig, results: Results, path: Path) -> None:
     plt.close(fig)
 
 
-def _draw_borders(ax, borders, n: int) -> None:
-    for e in borders[0]:
-        ax.axhline(e - 0.5, color="cyan", lw=0.6, ls="--")
-    for e in borders[1]:
-        ax.axvline(e - 0.5, color="cyan", lw=0.6, ls="--")
-    ax.set_xlim(-0.5, n - 0.5)
-    ax.set_ylim(n - 0.5, -0.5)
-
-
 def plot_sweeps(cfg: BenchConfig, results: Results, overlap_path: Path, sigma_path: Path, steps_path: Path) -> None:
     """PSNR, border band PSNR and seam score of every method against overlap, first sigma and steps."""
-    plt = _plt()
+    plt = pyplot()
     groups = sweeps(cfg)
     for path, key, x_of, xlabel in ((overlap_path, "overlap", lambda c: c.overlap, "overlap (latent cells)"),
                                     (sigma_path, "first sigma", lambda c: c.first_sigma, "first sigma"),

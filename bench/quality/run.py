@@ -7,7 +7,9 @@ Writes bench/results/quality.md and bench/results/quality_*.png. The trained mod
 $LTX_TDP_CACHE/quality/<config hash>/ (default ~/.cache/ltx-tdp/quality/): a second run skips training.
 Each case's results are cached beside the model (keyed by the case and the benchmark settings), so the
 report is rebuilt, and a new case added, without refining the others again. Options: --train-only, --fresh (refine again), --smoke (the whole
-benchmark at minimum size, results to a temporary folder), --results DIR, --cache DIR.
+benchmark at minimum size, results to a temporary folder), --results DIR, --cache DIR, --ship (write the trained
+model to bench/quality/trained/, the file the main job runs), --compare-shipped (how the trained model differs from
+the shipped one).
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ def start(args: argparse.Namespace, *loggers: str) -> Path:
 def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--train-only", action="store_true", help="train (or find in the cache) and stop")
+    parser.add_argument("--ship", action="store_true",
+                        help="write the trained model where the main job finds it (bench/quality/trained/)")
+    parser.add_argument("--compare-shipped", action="store_true",
+                        help="print how the trained model differs from the shipped one (weights, main job's PSNRs)")
     args = parser.parse_args()
     cache = start(args, "ltx_tdp.bench.quality")
     from ltx_tdp.bench.quality import config, train
@@ -67,6 +73,13 @@ def main() -> None:
     trained = train.train(cfg.train, cache)
     log.info("model: %s (%s, %.0f s of training)", trained.checkpoint,
              "cached" if trained.from_cache else "trained now", trained.seconds)
+    if args.ship or args.compare_shipped:
+        from ltx_tdp.bench.quality import shipped
+
+        if args.compare_shipped:
+            shipped.compare(cfg, trained.checkpoint)
+        if args.ship:
+            shipped.ship(cfg, trained, comfy_runtime.comfyui_version())
     if args.train_only:
         return
     from ltx_tdp.bench.quality import report, sweep

@@ -57,9 +57,15 @@ def borders_of(n: int, tiles: tuple[int, int], overlap: int) -> tuple[tuple[int,
             border_positions(n, tiles[1], overlap if tiles[1] > 1 else 0))
 
 
+def noise_seed(video_seed: int) -> int:
+    """The seed of video `video_seed`'s noise field (what ComfyUI's RandomNoise takes to make the same field)."""
+    return video_seed + 7
+
+
 def noise_for(video_seed: int, shape: torch.Size) -> torch.Tensor:
-    """The one noise field of video `video_seed`, shared by every method and case."""
-    return torch.randn(shape, generator=torch.Generator().manual_seed(video_seed + 7))
+    """The one noise field of video `video_seed`, shared by every method and case: torch.randn of `shape` from a
+    generator seeded with `noise_seed(video_seed)`, as ComfyUI's RandomNoise draws it for a plain latent."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(noise_seed(video_seed)))
 
 
 @dataclass

@@ -13,9 +13,8 @@ ships (headless Chromium, one browser for the module) loads each workflow and ma
 - the prompt runs to the end over POST /prompt on the tiny models (ltx_tdp_devkit.tiny_prompts says what it changes);
 - the template browser lists every example and fetches its thumbnail from the pack.
 
-With LTX_TDP_WRITE_EXAMPLE_ASSETS=1 the twin test writes the twins and the run test writes the thumbnails
-(ltx_tdp_devkit.thumbnails: the video's middle frame with the tile preview's panel over it) instead of checking them;
-run it on ComfyUI 0.33.0, which has every node the examples use.
+With LTX_TDP_WRITE_EXAMPLE_ASSETS=1 the twin test writes the twins instead of checking them, and
+test_example_thumbnails.py writes the thumbnails; run it on ComfyUI 0.33.0, which has every node the examples use.
 
 Where the runtime lacks a workflow's nodes the tests skip with the reason: the LTX-2.5 workflows (marked `ltx25`) below
 ComfyUI 0.32, the LTX-2 ones on ComfyUI 0.3.75, which has only LTX-Video. ComfyUI 0.3.75's frontend (1.32) loads,
@@ -36,7 +35,7 @@ from ltx_tdp_devkit.server import PACK_DIR_NAME, output_images
 from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 from ltx_tdp_devkit.tiny_prompts import build_tiny_files, tiny_prompt
 from ltx_tdp_devkit.workflow_format import (UI_WORKFLOWS, all_nodes, face, load, missing_node_types, notes,
-                                            prompt_core, subgraph_node, subgraphs, thumbnail_path, twin_path,
+                                            prompt_core, subgraph_node, thumbnail_path, twin_path,
                                             ui_workflows, write_twin)
 
 pytestmark = pytest.mark.server
@@ -229,10 +228,6 @@ def test_every_face_parameter_reaches_the_inner_inputs_it_is_linked_to(path, com
                 f"{after[key]['inputs'][name]!r} in the prompt")
 
 
-def _file(comfy_base: Path, record: dict) -> Path:
-    return comfy_base / record.get("type", "output") / record.get("subfolder", "") / record["filename"]
-
-
 @pytest.mark.parametrize("path", PARAMS)
 def test_example_runs_to_the_end_on_the_tiny_models(path, comfy_dir, comfy_base, comfy_server, frontend, server_facts,
                                                     tiny_files):
@@ -255,12 +250,6 @@ def test_example_runs_to_the_end_on_the_tiny_models(path, comfy_dir, comfy_base,
     assert all(pictures), f"{path.name}: the tile preview showed no image: {outputs}"
     if "LTXTDPModelPatcher" in {n["class_type"] for n in prompt.values()}:
         assert previews, f"{path.name} patches a model but shows no tile layout"
-    if WRITE_ASSETS:
-        from ltx_tdp_devkit.thumbnails import write_thumbnail
-
-        write_thumbnail(thumbnail_path(path), _file(comfy_base, videos[0]),
-                        _file(comfy_base, pictures[0][0]) if pictures else None,
-                        subgraphs(workflow)[subgraph_node(workflow)["type"]]["name"])
 
 
 def test_every_example_has_its_twin_and_thumbnail():

@@ -56,23 +56,23 @@ def fake_devices(n: int) -> Iterator[list[torch.device]]:
         mm.get_all_torch_devices = real
 
 
-def cfg_split(model: Any, max_gpus: int) -> Any:
-    """`model` through ComfyUI's MultiGPU CFG Split node (MultiGPU_WorkUnits)."""
-    import comfy_extras.nodes_multigpu as nodes_multigpu
+def cfg_split(model: Any, max_gpus: int, speeds: dict[int | None, float] | None = None) -> Any:
+    """`model` as ComfyUI's MultiGPU CFG Split (MultiGPU_WorkUnits) makes it: `create_multigpu_deepclones`, with
+    MultiGPU Options' relative `speeds` ({device index: speed}; the plain CPU's index is None) when given.
 
-    return nodes_multigpu.MultiGPUCFGSplitNode.execute(model, max_gpus).result[0]
-
-
-def cfg_split_with_speeds(model: Any, max_gpus: int, speeds: dict[int | None, float]) -> Any:
-    """MultiGPU CFG Split with MultiGPU Options' relative speeds ({device index: speed}; the plain CPU's index is
-    None). ComfyUI 0.24 / 0.33 do not register the MultiGPU Options node yet, so this calls what it would feed:
-    `create_multigpu_deepclones` with a GPUOptionsGroup (core's own classes)."""
+    Core's own function rather than the node: ComfyUI 0.24 / 0.33 do not register the MultiGPU Options node
+    yet, and the node's reuse of already loaded clones (`reuse_loaded=True`) raises AttributeError ("'NoneType'
+    object has no attribute 'model'") when ComfyUI's list of loaded models holds an entry whose patcher was
+    garbage-collected while its model lives on, which the tests' session-long models make likely. Each call
+    here makes a fresh deepclone through the loader's factory; the server tests run the node itself."""
     import comfy.multigpu
 
-    options = comfy.multigpu.GPUOptionsGroup()
-    for index, speed in speeds.items():
-        options.add(comfy.multigpu.GPUOptions(index, speed))
-    return comfy.multigpu.create_multigpu_deepclones(model, max_gpus, options, reuse_loaded=True)
+    options = None
+    if speeds:
+        options = comfy.multigpu.GPUOptionsGroup()
+        for index, speed in speeds.items():
+            options.add(comfy.multigpu.GPUOptions(index, speed))
+    return comfy.multigpu.create_multigpu_deepclones(model, max_gpus, options, reuse_loaded=False)
 
 
 @dataclass

@@ -3,7 +3,8 @@ over the devices of core's deepclones, in this process, and the result is one de
 
 HARDWARE MOCK: this CPU machine has one torch device, so `ltx_tdp_devkit.core_multigpu.fake_devices` makes
 `comfy.model_management.get_all_torch_devices` report cpu, cpu:1 (, cpu:2). Everything else is real: the tiny
-LTXV loaded by UNETLoader, the deepclones MultiGPU CFG Split builds through the loader's factory, the guider's
+LTXV loaded by UNETLoader, the deepclones MultiGPU CFG Split builds through the loader's factory
+(`create_multigpu_deepclones`, see `core_multigpu.cfg_split`), the guider's
 MultiGPUThreadPool (one thread per device), the pack's dispatch and scheduling. One torch thread per device,
 as on this 2-core machine. The tile calls are counted by an APPLY_MODEL wrapper inside TDP's (`TileCalls`).
 
@@ -15,8 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_tdp_devkit.core_multigpu import (SKIP_REASON, TileCalls, cfg_split, cfg_split_with_speeds, fake_devices,
-                                         has_core_multigpu, pool_threads)
+from ltx_tdp_devkit.core_multigpu import SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu, pool_threads
 from ltx_tdp_devkit.ltx_helpers import ksample, load_ltxv, patch, randn, tdp_2x2, tiling
 
 STEPS = 2
@@ -91,7 +91,7 @@ def test_relative_speeds_set_each_devices_share(comfy, ltxv):
     single = _sample(comfy, tdp_2x2(ltxv), 1.0)
     calls = TileCalls()
     with fake_devices(2):
-        model = cfg_split_with_speeds(calls.on(tdp_2x2(ltxv)), 2, {1: 3.0})
+        model = cfg_split(calls.on(tdp_2x2(ltxv)), 2, speeds={1: 3.0})
         multi = _sample(comfy, model, 1.0)
     assert torch.equal(multi, single), f"speeds 1:3 differ from one device by {(multi - single).abs().max():.3e}"
     on_main, elsewhere = calls.per_model(model.model)

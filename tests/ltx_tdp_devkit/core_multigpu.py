@@ -43,6 +43,13 @@ def fake_enumeration(n: int):
     return get_all_torch_devices
 
 
+def install_fake_devices(n: int) -> None:
+    """HARDWARE MOCK for a whole headless server (the test node pack calls it when FAKE_DEVICES_ENV is set)."""
+    import comfy.model_management as mm
+
+    mm.get_all_torch_devices = fake_enumeration(n)
+
+
 @contextlib.contextmanager
 def fake_devices(n: int) -> Iterator[list[torch.device]]:
     """HARDWARE MOCK (see the module docstring) for the duration of the block."""

@@ -10,7 +10,8 @@ are real. The tiny models and mocked text encoder and prompt enhancer are those 
 tests/nodes/test_official_ltx25_templates.py. The template samples at cfg 1 (LTXVDualCFGGuider 1 / 1), where
 ComfyUI's own cond split has nothing to split: the tiles are the work.
 
-Skipped on a ComfyUI without LTX-2.5 (0.24.0, 0.3.75; marked `ltx25`).
+The template test skips on a ComfyUI without LTX-2.5 (0.24.0, 0.3.75; marked `ltx25`), the fault test (tiny LTXV)
+only where ComfyUI has no in-process MultiGPU (0.3.75).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 import torch
 
 from ltx_tdp_devkit.api_prompts import tdp_upscale_prompt
-from ltx_tdp_devkit.core_multigpu import FAKE_DEVICES_ENV
+from ltx_tdp_devkit.core_multigpu import FAKE_DEVICES_ENV, SKIP_REASON
 from ltx_tdp_devkit.latent_outputs import add_latent_saves, saved_latents
 from ltx_tdp_devkit.paths import comfyui_has_ltx25
 from ltx_tdp_devkit.server import ComfyServer, PromptFailed
@@ -32,7 +33,7 @@ from ltx_tdp_devkit.templates import Stage2, add_tdp_to_stage2, api_id, load_tem
 from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 from ltx_tdp_devkit.tiny_prompts import build_tiny_files, tiny_prompt
 
-pytestmark = [pytest.mark.server, pytest.mark.ltx2, pytest.mark.ltx25]
+pytestmark = pytest.mark.server
 
 TEMPLATE = "video_ltx2_5_t2v"
 LAYOUT = re.compile(r"LTX TDP: model calls run as (\d+) work units \(one per tile\) over 2 devices: cpu (\d+), cpu:1 (\d+)")
@@ -48,7 +49,8 @@ def _require_ltx25(comfy_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def two_device_server(comfy_dir, comfy_base):
     """A headless ComfyUI of its own whose test node pack fakes two CPU devices (HARDWARE MOCK)."""
-    _require_ltx25(comfy_dir)
+    if not (comfy_dir / "comfy" / "multigpu.py").is_file():
+        pytest.skip(f"{SKIP_REASON}: {comfy_dir}")
     server = ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable,
                          log_path=comfy_base / "server_two_devices.log", env={FAKE_DEVICES_ENV: "2"})
     server.start()
@@ -59,7 +61,8 @@ def two_device_server(comfy_dir, comfy_base):
 
 
 @pytest.fixture(scope="module")
-def frontend(two_device_server):
+def frontend(comfy_dir, two_device_server):
+    _require_ltx25(comfy_dir)  # before starting a browser for nothing
     from ltx_tdp_devkit.frontend import browser_page
 
     with browser_page(two_device_server.url) as page:
@@ -85,6 +88,8 @@ def _run(server: ComfyServer, comfy_base: Path, api: dict, names: dict, stage: S
     return saved_latents(comfy_base, entry, prompt)
 
 
+@pytest.mark.ltx2
+@pytest.mark.ltx25
 def test_ltx25_template_with_multigpu_cfg_split_runs_stage2_tiles_on_both_devices_bit_for_bit(
         comfy_base, two_device_server, frontend, tiny_names):
     assert TEMPLATE in ltx2_template_ids(), f"the installed comfyui-workflow-templates has no {TEMPLATE}"

@@ -24,6 +24,7 @@ MultiGPU node. Conds with hooks (per-cond weight patches) are left to core's own
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,15 +175,22 @@ def run_on_devices(wrapper: Any, devices: ModelDevices, executor: Any, x: torch.
     return call.finish(flat, dtype)
 
 
-_last_layout: list[str] = []
+class _NoPool:
+    """The key of calls that come without ComfyUI's thread pool."""
+
+
+_NO_POOL = _NoPool()
+_logged: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
 
 def _log_layout(devices: ModelDevices, shares: tuple[int, ...], call: UnitCall) -> None:
-    """Say (once, and again when it changes) how model calls are spread over the devices."""
+    """Say how model calls are spread over the devices: once per sampling run (ComfyUI makes a thread pool per run)
+    and again when the layout changes within it."""
     per = "tile" if len(call.calls) == 1 else "tile and cond"
     text = f"{call.units} work units (one per {per}) over {len(devices.devices)} devices: {devices.describe(shares)}"
-    if _last_layout != [text]:
-        _last_layout[:] = [text]
+    key = devices.pool if devices.pool is not None else _NO_POOL
+    if _logged.get(key) != text:
+        _logged[key] = text
         log.info("LTX TDP: model calls run as %s", text)
 
 

@@ -126,6 +126,27 @@ def test_ltx25_template_with_multigpu_cfg_split_runs_stage2_tiles_on_both_device
     assert torch.equal(two["stage2_audio"], two["stage1_audio"]), "held audio: stage 2 changed stage 1's audio"
 
 
+@pytest.mark.ltx2
+@pytest.mark.ltx25
+def test_the_ltx25_multigpu_example_runs_stage2_on_both_devices(two_device_server, frontend, tiny_names):
+    """The pack's LTX-2.5 multi-GPU example (MultiGPU CFG Split after the patcher, `gpus` on its face) as the
+    frontend queues it, on the tiny models."""
+    from ltx_tdp_devkit.paths import PACK_ROOT
+    from ltx_tdp_devkit.workflow_format import load
+
+    report = frontend.load(load(PACK_ROOT / "example_workflows" / "ltx25_tdp_4k_two_stage_multigpu.json"))
+    assert report.load_error is None and not report.missing_types, report
+    prompt = tiny_prompt(frontend.graph_to_prompt(), tiny_names)
+    splits = [n for n in prompt.values() if n["class_type"] == "MultiGPU_WorkUnits"]
+    assert [n["inputs"]["max_gpus"] for n in splits] == [2], f"the example's MultiGPU CFG Split nodes: {splits}"
+    log_before = len(two_device_server.log_text())
+    entry = two_device_server.run(prompt, timeout=900)
+    assert entry["status"]["status_str"] == "success", entry["status"]
+    layouts = LAYOUT.findall(two_device_server.log_text()[log_before:])
+    assert layouts and all(int(here) and int(there) for _, here, there in layouts), (
+        f"the example's stage 2 did not run on both devices; the pack logged {layouts}")
+
+
 def _tiny_prompt_with_split(model_names: dict, fail: bool) -> dict:
     seed = next(_seeds)
     prompt = tdp_upscale_prompt(unet_name=model_names["ltxv"], vae_name=model_names["vae"], width=256, height=256,

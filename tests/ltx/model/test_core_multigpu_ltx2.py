@@ -114,6 +114,35 @@ def test_a_lora_is_applied_on_every_devices_clone(comfy, comfy_base, ltxav, lora
     assert changed > 1e-3, f"the LoRA changed the video by only {changed:.3e}: the comparison proves nothing"
 
 
+def test_conds_with_hooks_are_left_to_comfyuis_own_cond_split(comfy, comfy_base, ltxav, caplog):
+    """A hook LoRA on the positive conditioning (ComfyUI's Create Hook LoRA (MO) and Cond Set Props): its weights
+    are patched per cond by ComfyUI on each device's copy, so TDP leaves the conds to core's split (each device runs
+    its conds' tiles) and says so; the result is one device's."""
+    from ltx_tdp_devkit.tiny_models import LTXAV_CONFIG
+    from ltx_tdp_devkit.tiny_workflow_models import build_iclora
+
+    import folder_paths
+
+    build_iclora(comfy_base / "models" / "loras" / LORA, LTXAV_CONFIG, seed=5)
+    folder_paths.filename_list_cache.clear()
+    (hooks,) = comfy.run_node("CreateHookLoraModelOnly", lora_name=LORA, strength_model=1.0)
+    (positive,) = comfy.run_node("ConditioningSetProperties", cond_NEW=conditioning(1, dim=CONTEXT_DIM), strength=1.0,
+                                 set_cond_area="default", hooks=hooks)
+    latent = _av_latent(comfy)
+    kw = dict(cfg=CFG, denoise=0.4, positive=positive, negative=conditioning(2, dim=CONTEXT_DIM))
+    single = ksample(comfy, tdp_2x2(ltxav, audio_mode="average"), latent, **kw)
+    plain = ksample(comfy, tdp_2x2(ltxav, audio_mode="average"), latent, **_kw())
+    calls = TileCalls()
+    with fake_devices(2), caplog.at_level("WARNING", logger="ltx_tdp"):
+        multi = ksample(comfy, cfg_split(calls.on(tdp_2x2(ltxav, audio_mode="average")), 2), latent, **kw)
+    _assert_equal(multi, single, "hooked conditioning")
+    assert (multi.unbind()[0] - plain.unbind()[0]).abs().max().item() > 1e-3, "the hook LoRA changed nothing"
+    assert calls.counts() == [8, 8] and calls.batches() == {1}, (
+        f"core's cond split runs cond and uncond (batch 1) on one device each, every tile: {calls.counts()}, "
+        f"batches {calls.batches()}")
+    assert "conditioning with hooks" in caplog.text, "no warning that hooked conds are left to core's split"
+
+
 GUIDANCE = {
     "none": None,
     "stg": ("LTXVSpatioTemporalGuidance", dict(scale=2.0, blocks="0", start_percent=0.0, end_percent=1.0)),

@@ -63,6 +63,17 @@ def fake_devices(n: int) -> Iterator[list[torch.device]]:
         mm.get_all_torch_devices = real
 
 
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch computes with `n` threads per op within the block (one per device: the devices are the cores here)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def cfg_split(model: Any, max_gpus: int, speeds: dict[int | None, float] | None = None) -> Any:
     """`model` as ComfyUI's MultiGPU CFG Split (MultiGPU_WorkUnits) makes it: `create_multigpu_deepclones`, with
     MultiGPU Options' relative `speeds` ({device index: speed}; the plain CPU's index is None) when given.

@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_tdp_devkit.core_multigpu import SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu, pool_threads
+from ltx_tdp_devkit.core_multigpu import (SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu,
+                                         pool_threads, torch_threads)
 from ltx_tdp_devkit.ltx_helpers import ksample, load_ltxv, patch, randn, tdp_2x2, tiling
 
 STEPS = 2
@@ -32,10 +33,8 @@ def ltxv(comfy, model_names):
 
 @pytest.fixture(autouse=True)
 def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(1):
+        yield
 
 
 def _latent(seed: int = 2, h: int = 8, w: int = 10) -> dict:

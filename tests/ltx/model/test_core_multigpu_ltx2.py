@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_tdp_devkit.core_multigpu import SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu
+from ltx_tdp_devkit.core_multigpu import (SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu,
+                                         torch_threads)
 from ltx_tdp_devkit.ltx_helpers import add_iclora_guides, conditioning, ksample, patch, randn, tdp_2x2, tiling
 
 pytestmark = pytest.mark.ltx2
@@ -31,10 +32,8 @@ def core_multigpu(comfy):
 
 @pytest.fixture(autouse=True)
 def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(1):
+        yield
 
 
 def _av_latent(comfy, video: dict | None = None, frames: int = 2, size: int = 8) -> dict:

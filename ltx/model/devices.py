@@ -67,6 +67,9 @@ class ModelDevices:
         return cls(tuple(devices), {d: clones[d].model for d in devices}, speeds,
                    model_options.get("multigpu_thread_pool"))
 
+    def __deepcopy__(self, memo: dict) -> "ModelDevices":
+        return self  # live models and ComfyUI's thread pool, handed on by reference, never copied
+
     def describe(self, shares: tuple[int, ...]) -> str:
         return ", ".join(f"{d} {n}" for d, n in zip(self.devices, shares))
 

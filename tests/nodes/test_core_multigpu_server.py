@@ -1,7 +1,8 @@
-"""ComfyUI's official LTX-2.5 text-to-video template with TDP on stage 2 and ComfyUI's own MultiGPU CFG Split
-added after the patcher, through the real frontend, on a headless server that reports two devices: stage 2's
-tiles run on both devices in one process and the result is the one-device run's, bit for bit. A fault on one
-device fails the prompt with the device named, and the server runs the next prompt.
+"""TDP over ComfyUI's own MultiGPU on a headless server that reports two devices. ComfyUI's official LTX-2.5
+text-to-video template, with TDP on stage 2 and core's MultiGPU CFG Split added after the patcher through the real
+frontend, runs stage 2's tiles on both devices in one process and gives the one-device run's result bit for bit;
+so does the pack's LTX-2.5 multi-GPU example. A fault on one device fails the prompt with the device named, and
+the server runs the next prompt.
 
 HARDWARE MOCK: the server starts with LTX_TDP_TEST_FAKE_DEVICES=2, so the test node pack makes
 `comfy.model_management.get_all_torch_devices` report cpu and cpu:1 (ltx_tdp_devkit.core_multigpu); the

@@ -1,7 +1,7 @@
 """TDP over ComfyUI's own MultiGPU on a headless server that reports two devices. ComfyUI's official LTX-2.5
 text-to-video template, with TDP on stage 2 and core's MultiGPU CFG Split added after the patcher through the real
 frontend, runs stage 2's tiles on both devices in one process and gives the one-device run's result bit for bit;
-so does the pack's LTX-2.5 multi-GPU example. A fault on one device fails the prompt with the device named, and
+the pack's LTX-2.5 multi-GPU example runs its stage 2 on both devices as the frontend queues it. A fault on one device fails the prompt with the device named, and
 the server runs the next prompt.
 
 HARDWARE MOCK: the server starts with LTX_TDP_TEST_FAKE_DEVICES=2, so the test node pack makes
@@ -11,8 +11,8 @@ are real. The tiny models and mocked text encoder and prompt enhancer are those 
 tests/nodes/test_official_ltx25_templates.py. The template samples at cfg 1 (LTXVDualCFGGuider 1 / 1), where
 ComfyUI's own cond split has nothing to split: the tiles are the work.
 
-The template test skips on a ComfyUI without LTX-2.5 (0.24.0, 0.3.75; marked `ltx25`), the fault test (tiny LTXV)
-only where ComfyUI has no in-process MultiGPU (0.3.75).
+The template and example tests skip on a ComfyUI without LTX-2.5 (0.24.0, 0.3.75; marked `ltx25`), the fault test
+(tiny LTXV) only where ComfyUI has no in-process MultiGPU (0.3.75).
 """
 
 from __future__ import annotations

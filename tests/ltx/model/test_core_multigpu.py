@@ -13,6 +13,8 @@ Skipped where ComfyUI has no comfy/multigpu.py (0.3.75).
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -152,9 +154,14 @@ def test_an_interrupt_stops_every_device_at_its_next_tile(comfy, ltxv):
     import comfy.model_management as mm
 
     calls = TileCalls()
+    pressed, lock = [], threading.Lock()
 
     def press_cancel(executor, *args, **kwargs):
-        mm.interrupt_current_processing(True)  # what the UI's Cancel button sets
+        with lock:  # once, in the first tile call on either device
+            first = not pressed
+            pressed.append(True)
+        if first:
+            mm.interrupt_current_processing(True)  # what the UI's Cancel button sets
         return executor(*args, **kwargs)
 
     import comfy.patcher_extension as ext

@@ -129,13 +129,17 @@ class TiledModelCall:
 
     def partial(self, call: ModelCall, rank: int = 0, world: int = 1,
                 before_tile: Callable[[Tile], None] | None = None,
-                on_tile: Callable[[int, int, Tile], None] | None = None) -> torch.Tensor:
+                on_tile: Callable[[int, int, Tile], None] | None = None,
+                out: torch.Tensor | None = None) -> torch.Tensor:
         """This rank's window-weighted sums as one flat `sum_dtype` buffer; the sum over ranks is the blend.
 
         Layout: the video latent (guide frames included) then, in "average" audio mode, each extra
-        (audio) latent. A rank without tiles returns zeros.
+        (audio) latent. A rank without tiles returns zeros. `out` (zeros of that layout) is summed into
+        and returned when given.
         """
-        flat = torch.zeros(self.buffer_numel(), dtype=self.sum_dtype, device=self.video.device)
+        flat = out
+        if flat is None:
+            flat = torch.zeros(self.buffer_numel(), dtype=self.sum_dtype, device=self.video.device)
         video_acc = flat[: self.video.numel()].view(self.video.shape)
         extra_accs, at = [], self.video.numel()
         if self.settings.audio_mode == AUDIO_AVERAGE:

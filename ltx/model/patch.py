@@ -1,6 +1,8 @@
 """Turn a ComfyUI LTX MODEL into a TDP one (`apply_tdp`): wrappers and an object patch on a clone, nothing global.
 
 * APPLY_MODEL wrapper: every model call runs per tile (ltx.model.call) and returns the blended x0.
+* CALC_COND_BATCH wrapper: with ComfyUI's MultiGPU clones, the tiles of each call spread over their devices
+  (ltx.model.devices).
 * OUTER_SAMPLE wrapper: warns when the first sigma is high enough for tiles to drift apart, and in the
   held audio mode (LTX-2) makes the audio clean conditioning for the whole stage (ltx.model.audio).
 * object patch `diffusion_model.patchifier`: per-tile positions (ltx.model.positions).
@@ -24,6 +26,7 @@ from ...tiling.ranks import ONE_RANK, TileRanks
 from ..progress import TileProgress, check_interrupt, interruptible
 from .audio import AUDIO_HELD, audio_mode as audio_mode_value, audio_not_ready, has_audio, held_denoise_mask, restore_audio
 from .call import TDPSettings, TiledModelCall
+from .devices import DEVICES_KEY, calc_cond_batch_wrapper, run_on_devices
 from .facts import geometry_of, ltx_diffusion_model, position_range
 from .job import ModelJob, model_ranks
 from .keyframes import MASK_ATTRIBUTE, has_marker_mask, marker_mask_patch
@@ -67,6 +70,9 @@ class TDPModelWrapper:
     def __call__(self, executor, x, t, c_concat, c_crossattn, control, transformer_options, **kwargs):
         if c_concat is not None:
             raise TilingError("TDP cannot tile concat conditioning (c_concat); LTX models do not use it")
+        if transformer_options.get(DEVICES_KEY) is not None:  # ComfyUI's MultiGPU clones (ltx.model.devices)
+            return run_on_devices(self, transformer_options[DEVICES_KEY], executor, x, t, c_crossattn, control,
+                                  transformer_options, kwargs, output_dtype(x))
         call = TiledModelCall(self.settings, self.geometry, x, kwargs)
         self.check_range(call, kwargs.get("frame_rate"))
 
@@ -156,11 +162,12 @@ def apply_tdp(model_patcher: Any, tiling: TilingConfig, *, group: Any = None, no
     diffusion_model = ltx_diffusion_model(model_patcher)
     m = model_patcher.clone()
     ranks = model_ranks(group, m) if group is not None else ONE_RANK
-    for kind in (ext.WrappersMP.APPLY_MODEL, ext.WrappersMP.OUTER_SAMPLE):
+    for kind in (ext.WrappersMP.APPLY_MODEL, ext.WrappersMP.OUTER_SAMPLE, ext.WrappersMP.CALC_COND_BATCH):
         m.remove_wrappers_with_key(kind, WRAPPER_KEY)
     m.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, WRAPPER_KEY,
                            TDPModelWrapper(settings, geometry_of(diffusion_model), ranks, position_range(m)))
     m.add_wrapper_with_key(ext.WrappersMP.OUTER_SAMPLE, WRAPPER_KEY, outer_sample_wrapper(settings))
+    m.add_wrapper_with_key(ext.WrappersMP.CALC_COND_BATCH, WRAPPER_KEY, calc_cond_batch_wrapper)
     register_tile_memory(m, settings)  # ComfyUI sizes the run by the largest tile (ltx.model.memory)
     inner = diffusion_model.patchifier
     if isinstance(inner, ShiftedGridPatchifier):

@@ -50,7 +50,7 @@ TWO_STAGE_25 = ["prompt", "width", "height", "duration", "frame_rate", "seed", "
 TWO_STAGE_2 = ["prompt", "width", "height", "frames", "seed", "height_tiles", "width_tiles"]
 FACES = {
     "ltx25_tdp_4k_two_stage": TWO_STAGE_25 + MODELS_25,
-    "ltx25_tdp_4k_two_stage_multigpu": TWO_STAGE_25 + ["ranks"] + MODELS_25,
+    "ltx25_tdp_4k_two_stage_multigpu": TWO_STAGE_25 + ["gpus"] + MODELS_25,
     "ltx25_tdp_4k_video_upscale": ["video", "prompt", "start_time", "duration", "width", "height", "seed",
                                    "height_tiles", "width_tiles"] + MODELS_25,
     "ltx2_tdp_4k_two_stage": TWO_STAGE_2 + MODELS_2,

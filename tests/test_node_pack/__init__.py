@@ -4,6 +4,8 @@ Real LTX text encoders are many GB, so `TDPTestRandomConditioning` emits seeded 
 an attention mask; ComfyUI 0.3.x's VAELoader ignores safetensors metadata, so `TDPTestVAELoader` builds
 the VAE from its metadata config with ComfyUI's own `comfy.sd.VAE`. `TDPTestTileProbe` records what each
 model call of a MODEL receives (placed after the TDP patcher: each tile call), for tests that run over a server.
+`TDPTestFailOnDevice` makes the model calls on ComfyUI's MultiGPU clones fail; with LTX_TDP_TEST_FAKE_DEVICES=n
+set, the pack fakes n CPU devices (a hardware mock, ltx_tdp_devkit.core_multigpu).
 """
 
 from __future__ import annotations
@@ -96,8 +98,50 @@ class TDPTestTileProbe:
         return (probed,)
 
 
+class TDPTestFailOnDevice:
+    """MODEL -> the same MODEL whose model calls raise on every device but the one it was given on: a fault on one
+    of ComfyUI's MultiGPU clones (an APPLY_MODEL wrapper inside TDP's, so it runs per tile on each device)."""
+
+    CATEGORY = "LTX/TDP/testing"
+    FUNCTION = "fail"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL", {"tooltip": "The model (after MultiGPU CFG Split)."})}}
+
+    def fail(self, model):
+        import comfy.patcher_extension as ext
+
+        own = model.model
+
+        def wrapper(executor, *args, **kwargs):
+            if executor.class_obj is not own:
+                raise RuntimeError("simulated fault on a MultiGPU clone")
+            return executor(*args, **kwargs)
+
+        failing = model.clone()
+        failing.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_fail_on_device", wrapper)
+        return (failing,)
+
+
+def _fake_devices_from_env() -> None:
+    """HARDWARE MOCK of the multi-device server tests: with LTX_TDP_TEST_FAKE_DEVICES=n this CPU server reports n
+    torch devices (ltx_tdp_devkit.core_multigpu)."""
+    import os
+
+    n = int(os.environ.get("LTX_TDP_TEST_FAKE_DEVICES", "0") or 0)
+    if n > 1:
+        from ltx_tdp_devkit.core_multigpu import install_fake_devices
+
+        install_fake_devices(n)
+
+
+_fake_devices_from_env()
+
 NODE_CLASS_MAPPINGS = {
     "TDPTestRandomConditioning": TDPTestRandomConditioning,
     "TDPTestVAELoader": TDPTestVAELoader,
     "TDPTestTileProbe": TDPTestTileProbe,
+    "TDPTestFailOnDevice": TDPTestFailOnDevice,
 }

@@ -1,4 +1,5 @@
-"""bench/results/fusion.md, fusion.json and fusion_<sampler>.png: the tables, the verdicts and the crops."""
+"""bench/results/fusion.md and fusion.json: the page's text and tables (its verdicts: `verdicts`; its pictures:
+`crops`)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,14 @@ import torch
 
 from ...ltx.model.patch import DRIFT_WARNING_SIGMA
 from ...tiling import AxisTiling
-from ..quality.render import pyplot as _plt, to_rgb
 from ..quality.report import PSNR_TIE_DB, SEAM_TIE
 from ..quality.train import Trained
 from .config import FusionConfig
-from .methods import UNTILED, grids, label, methods, short_label
+from .crops import plot_crops
+from .methods import label, methods
 from .peer import peer_starts
-from .shifted import grid_shifts
-from .sweep import Results, edges, mean, summary
-
-PEERS = ("ltxv_tiled_fusion", "ltxv_tiled_fusion_tdp_tiles", "ltxv_tiled_sampler")
+from .sweep import Results, mean, summary
+from .verdicts import shifted_verdict, verdicts
 
 
 def _f(x: float | None, digits: int = 2) -> str:
@@ -46,86 +45,6 @@ def _seam_pivot(cfg: FusionConfig, res: Results, case: str) -> list[str]:
     return _pivot(cfg, res, case, "seam_excess", 3, "seam excess over untiled",
                   [f"| ground truth at the pack's edges | {' | '.join(gt)} |"])
 
-
-def adds_noise(sampler: str) -> bool:
-    """Whether the sampler draws noise of its own (ancestral, SDE): then no tiled run can equal the untiled one."""
-    return "ancestral" in sampler or "sde" in sampler
-
-
-def _verdict(diff: float, tie: float) -> str:
-    """`diff` > 0 is in the pack's favour; within `tie` of zero is a tie."""
-    return "tie" if abs(diff) <= tie else ("pack better" if diff > 0 else "PACK WORSE")
-
-
-def verdicts(cfg: FusionConfig, res: Results) -> list[str]:
-    """The pack against each rebuilt peer method, per sampler, on the numbers that decide it: PSNR against the ground
-    truth at 2S, PSNR against the untiled refine at S (samplers without noise of their own only), |seam excess|
-    at 2S and S, and the tokens."""
-    out_case, in_case = (c.name for c in cfg.cases())
-    lines = [f"## Verdicts (tie: PSNR within {PSNR_TIE_DB} dB, seam excess within {SEAM_TIE})", "",
-             "What they mean, in plain words: docs/benchmarks.md, *Against Lightricks' tiled samplers*.", "",
-             "Seam: |seam excess over untiled| (a smoother band than untiled counts as a deviation too). PSNR at S "
-             "against untiled only for samplers without noise of their own: with euler_ancestral or dpmpp_2m_sde the "
-             "pack draws the untiled run's noise (one canvas, one seed) and every Lightricks method other noise, so "
-             "there it measures the noise, not the tiling. Tokens: per refine at 2S, against the pack's.", ""]
-    for peer in PEERS:
-        lines += [f"**pack vs {label(cfg, peer)}**", ""]
-        found: list[str] = []  # every verdict of this peer, for the count below
-
-        def judged(diff: float, tie: float) -> str:
-            found.append(_verdict(diff, tie))
-            return found[-1]
-
-        for s in cfg.samplers:
-            g = lambda a, m, c=out_case: mean(res.rows, a, case=c, sampler=s, method=m)  # noqa: E731
-            parts = [f"PSNR vs ground truth (2S) {g('psnr', 'tdp'):.2f} vs {g('psnr', peer):.2f} dB "
-                     f"({judged(g('psnr', 'tdp') - g('psnr', peer), PSNR_TIE_DB)})"]
-            if not adds_noise(s):
-                diff = g("psnr", "tdp", in_case) - g("psnr", peer, in_case)
-                parts.append(f"PSNR vs untiled (S) {g('psnr', 'tdp', in_case):.2f} vs {g('psnr', peer, in_case):.2f} dB "
-                             f"({judged(diff, PSNR_TIE_DB)})")
-            for c, name in ((out_case, "2S"), (in_case, "S")):
-                a, b = g("seam_excess", "tdp", c), g("seam_excess", peer, c)
-                parts.append(f"seam excess ({name}) {a:+.3f} vs {b:+.3f} ({judged(abs(b) - abs(a), SEAM_TIE)})")
-            parts.append(f"tokens x{g('tokens', peer) / g('tokens', 'tdp'):.2f}")
-            lines.append(f"* {s}: " + "; ".join(parts) + ".")
-        lines += ["", f"In all: pack better in {found.count('pack better')}, tie in {found.count('tie')}, "
-                  f"pack worse in {found.count('PACK WORSE')} of these {len(found)} comparisons.", ""]
-    return lines
-
-
-def shifted_verdict(cfg: FusionConfig, res: Results) -> list[str]:
-    """Shifted grids are kept only if, at equal cost, they lower the seam: |seam excess over untiled| at their own
-    edges lower than the pack's at its own by more than the tie in every (sampler, case), with PSNR (against the
-    case's reference) no more than the tie lower anywhere. The seam score at one common set of lines (the pack's
-    edges at every shift, `common_edges`) is shown beside it: the same lines for every method."""
-    cases = [c.name for c in cfg.cases()]
-    grid = [f"tdp_grid_cycle{c}" for c in cfg.grid_cycles]
-    head = ("| sampler | case | " + " | ".join(f"{n}: seam excess, own edges / common lines / PSNR" for n in
-                                              ("pack", *(f"cycle {c}" for c in cfg.grid_cycles))) + " | tokens equal |")
-    lines = [head, "|---|---" + "|---:" * (1 + len(grid)) + "|---|"]
-    seams, psnrs = {m: [] for m in grid}, {m: [] for m in grid}
-    for s in cfg.samplers:
-        for case in cases:
-            g = lambda a, m: mean(res.rows, a, case=case, sampler=s, method=m)  # noqa: E731
-            cell = lambda m: (f"{g('seam_excess', m):+.3f} / {g('seam_common', m) - g('seam_common', 'full'):+.3f} / "  # noqa: E731
-                              f"{g('psnr', m):.2f}")
-            for m in grid:
-                seams[m].append(abs(g("seam_excess", m)) - abs(g("seam_excess", "tdp")))
-                psnrs[m].append(g("psnr", m) - g("psnr", "tdp"))
-            tokens = {g("tokens", m) for m in ("tdp", *grid)}
-            lines.append(f"| {s} | {case} | " + " | ".join(cell(m) for m in ("tdp", *grid))
-                         + f" | {'yes' if len(tokens) == 1 else 'NO'} |")
-    lines.append("")
-    for c, m in zip(cfg.grid_cycles, grid):
-        d, p = seams[m], psnrs[m]
-        lower = sum(x < -SEAM_TIE for x in d)
-        keep = lower == len(d) and min(p) >= -PSNR_TIE_DB
-        lines.append(f"* grid cycle {c} (shifts {', '.join(map(str, grid_shifts(c, cfg.overlap)))}): |seam excess| "
-                     f"{sum(d) / len(d):+.4f} against the pack's on average, lower beyond the tie in {lower} of {len(d)}, "
-                     f"{max(d):+.4f} at worst; PSNR {min(p):+.2f} to {max(p):+.2f} dB against the pack's: "
-                     + ("**keep** (a lower seam at equal cost)." if keep else "**measured and left out**."))
-    return lines
 
 
 def _timing(cfg: FusionConfig, res: Results) -> list[str]:
@@ -277,46 +196,3 @@ def write(cfg: FusionConfig, trained: Trained, res: Results, out: Path, comfy_ve
     for s in cfg.samplers:
         plot_crops(cfg, res, s, out / f"fusion_{s}.png")
     return page
-
-
-def plot_crops(cfg: FusionConfig, res: Results, sampler: str, path: Path) -> None:
-    """Ground truth and every method's output, cropped across the pack's seam, with |error| maps below."""
-    case = cfg.cases()[0]
-    ex = res.examples.get((case.name, sampler))
-    if not ex:
-        return
-    plt = _plt()
-    n, half = case.cells, cfg.crop // 2
-    cut = (n + cfg.overlap) // 2
-    lo = max(0, min(n - cfg.crop, cut - half))
-    window = (slice(None), slice(None), slice(lo, lo + cfg.crop), slice(lo, lo + cfg.crop))
-    gt = ex["ground truth"][window]
-    cols = ["ground truth", *methods(cfg, n)]
-    errs = {m: (ex[m][window] - gt).abs().mean(dim=0)[-1] for m in methods(cfg, n)}
-    vmax = max(float(e.max()) for e in errs.values())
-    fig, axes = plt.subplots(2, len(cols), figsize=(1.6 * len(cols), 4.3))
-    for j, name in enumerate(cols):
-        axes[0, j].imshow(to_rgb(cfg, ex[name][window], gt), interpolation="nearest")
-        axes[0, j].set_title(short_label(cfg, name) if name in errs else name, fontsize=7)
-        if name in errs:
-            axes[1, j].imshow(errs[name], cmap="magma", vmin=0, vmax=vmax, interpolation="nearest")
-            psnr = mean(res.rows, "psnr", case=case.name, sampler=sampler, method=name)
-            axes[1, j].set_title(f"|error| ({psnr:.2f} dB)", fontsize=7)
-            rows, cols_ = edges(grids(cfg, name, n, n), n) if name not in UNTILED else ((), ())
-            for ax in axes[:, j]:
-                for e in rows:
-                    if lo < e < lo + cfg.crop:
-                        ax.axhline(e - lo - 0.5, color="cyan", lw=0.5, ls="--")
-                for e in cols_:
-                    if lo < e < lo + cfg.crop:
-                        ax.axvline(e - lo - 0.5, color="cyan", lw=0.5, ls="--")
-        else:
-            axes[1, j].axis("off")
-    for ax in axes.flat:
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.suptitle(f"{sampler}, sigmas {', '.join(f'{x:g}' for x in cfg.sigmas)}: cells {lo}..{lo + cfg.crop - 1} of "
-                 f"{n} (2S), last latent frame", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

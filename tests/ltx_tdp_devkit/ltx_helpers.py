@@ -63,6 +63,24 @@ def ksample(comfy, model, latent: dict, seed: int = 3, steps: int = 2, cfg: floa
     return out["samples"]
 
 
+PROBE_KEY = "tdp_test_probe"
+"""The wrapper key of a test's probe inside TDP's wrappers (its own key, as another pack's wrapper would have)."""
+
+
+def probe_tile_calls(model_patcher, record: list, replace_output: bool = False):
+    """Add an APPLY_MODEL wrapper inside TDP's that records each tile call (and optionally returns x)."""
+    import comfy.patcher_extension as ext
+
+    def wrapper(executor, x, t, c_concat, c_crossattn, control, transformer_options, **kw):
+        record.append({"x": x.clone(), **{k: v for k, v in kw.items()}})
+        if replace_output:
+            return x
+        return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kw)
+
+    model_patcher.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, PROBE_KEY, wrapper)
+    return model_patcher
+
+
 def call_model(model_patcher, x: torch.Tensor, sigma: float, **conds: Any) -> torch.Tensor:
     """One apply_model call through the real wrapper path, with the patcher's object patches applied."""
     import comfy.model_management

@@ -169,7 +169,7 @@ def _size_problem(length: int, size: int, min_overlap: int) -> str | None:
 
     With the fewest tiles n that reach `length`, overlap `min_overlap` keeps every tile within `size`; a larger
     overlap or more tiles only make interior tiles shorter against their ramps, so when n tiles at `min_overlap`
-    do not blend exactly, no count split does (tests/tiling/test_split.py checks this by brute force).
+    do not blend exactly, no count split does (tests/tiling/test_count_for_size.py checks this by brute force).
     """
     if length < 1:
         return "the axis has no cells"

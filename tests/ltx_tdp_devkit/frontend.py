@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from .frontend_js import EDIT, FIT, FIT_BOUNDS, INSTALL_HOOKS, LOAD
+
 CHROMIUM = "/usr/bin/chromium"
 SUBGRAPH_INPUT = -10
 """The id of a subgraph's input node in a saved workflow (links from it carry the subgraph node's inputs)."""
@@ -71,136 +73,6 @@ class LoadReport:
         return not (self.missing_types or self.missing_dialog or self.load_error or self.console_errors)
 
 
-_INSTALL_HOOKS = """
-() => {
-  window.__tdp = {missing: []};
-  const orig = app.showMissingNodesError ? app.showMissingNodesError.bind(app) : null;
-  app.showMissingNodesError = (missing, ...rest) => {
-    for (const m of (missing || [])) window.__tdp.missing.push(typeof m === 'string' ? m : (m.type || JSON.stringify(m)));
-    if (orig) return orig(missing, ...rest);
-  };
-}
-"""
-
-_LOAD = """
-async (workflow) => {
-  window.__tdp.missing = [];
-  let error = null;
-  try {
-    await app.loadGraphData(workflow, true, true, null);
-  } catch (e) {
-    error = String(e && e.stack || e);
-  }
-  const graph = app.rootGraph || app.graph;
-  const nodes = graph.nodes || graph._nodes || [];
-  const registered = LiteGraph.registered_node_types || {};
-  const types = nodes.map(n => n.type);
-  const missing = nodes.filter(n => !(n.type in registered)).map(n => n.type);
-  if (app.canvas) { app.canvas.ds.scale = 1; }
-  return {node_count: nodes.length, node_types: types, missing_types: missing,
-          missing_dialog: [...window.__tdp.missing], load_error: error};
-}
-"""
-
-_FIT = """
-() => {
-  const graph = app.rootGraph || app.graph;
-  const nodes = graph.nodes || graph._nodes || [];
-  if (!nodes.length || !app.canvas) return;
-  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-  for (const n of nodes) {
-    x0 = Math.min(x0, n.pos[0]); y0 = Math.min(y0, n.pos[1] - 30);
-    x1 = Math.max(x1, n.pos[0] + n.size[0]); y1 = Math.max(y1, n.pos[1] + n.size[1]);
-  }
-  const c = app.canvas.canvas;
-  const scale = Math.min((c.width - 140) / (x1 - x0), (c.height - 100) / (y1 - y0), 1);
-  app.canvas.ds.scale = scale;
-  app.canvas.ds.offset = [-x0 + 100 / scale, -y0 + 60 / scale];
-  app.canvas.setDirty(true, true);
-  app.canvas.draw(true, true);
-}
-"""
-
-
-_GRAPH_AT = """
-(path) => {
-  let graph = app.rootGraph || app.graph;
-  for (const id of path) {
-    const node = graph.getNodeById(id);
-    if (!node || !node.subgraph) throw new Error(`node ${id} is not a subgraph node`);
-    graph = node.subgraph;
-  }
-  return graph;
-}
-"""
-"""A function expression: the graph at a path of subgraph-node ids from the root (empty: the root)."""
-
-_EDIT = """
-async ({path, op, args}) => {
-  const SUBGRAPH_INPUT = -10;
-  const graph = (%s)(path);
-  const node = (id) => {
-    const n = graph.getNodeById(id);
-    if (!n) throw new Error(`no node ${id} in this graph`);
-    return n;
-  };
-  if (op === 'add') {
-    const n = LiteGraph.createNode(args.type);
-    if (!n) throw new Error(`the frontend has no node type ${args.type}`);
-    n.pos = args.pos;
-    graph.add(n);
-    return n.id;
-  }
-  if (op === 'connect') {
-    const target = node(args.target);
-    const slot = target.findInputSlot(args.input);
-    if (slot < 0) throw new Error(`${target.type} has no input ${args.input}`);
-    const link = args.origin === SUBGRAPH_INPUT
-      ? graph.inputs[args.slot].connect(target.inputs[slot], target)  // from the subgraph's input node
-      : node(args.origin).connect(args.slot, target, slot);
-    if (!link) throw new Error(`could not connect ${args.origin}[${args.slot}] to ${target.type}.${args.input}`);
-    return link.id;
-  }
-  if (op === 'remove') { graph.remove(node(args.id)); return null; }
-  if (op === 'mode') { node(args.id).mode = args.value; return null; }
-  if (op === 'widget') {
-    const n = node(args.id);
-    const w = (n.widgets || []).find(w => w.name === args.name);
-    if (!w) throw new Error(`${n.type} has no widget ${args.name}`);
-    w.value = args.value;
-    if (w.callback) w.callback(w.value, app.canvas, n);
-    return w.value;
-  }
-  if (op === 'open') {
-    const parent = (%s)(path.slice(0, -1));
-    const sg = parent.getNodeById(path[path.length - 1]);
-    app.canvas.openSubgraph(sg.subgraph, sg);
-    return null;
-  }
-  if (op === 'bounds') {
-    const ns = args.ids.map(node);
-    return [Math.min(...ns.map(n => n.pos[0])), Math.min(...ns.map(n => n.pos[1] - LiteGraph.NODE_TITLE_HEIGHT)),
-            Math.max(...ns.map(n => n.pos[0] + n.size[0])), Math.max(...ns.map(n => n.pos[1] + n.size[1]))];
-  }
-  throw new Error(`unknown edit ${op}`);
-}
-""" % (_GRAPH_AT, _GRAPH_AT)
-
-_FIT_BOUNDS = """
-([x0, y0, x1, y1]) => {
-  const c = app.canvas.canvas;
-  const [left, top, right, bottom] = [80, 110, 40, 40];  // the side bar and the top bar cover the canvas there
-  const w = c.width - left - right, h = c.height - top - bottom;
-  const scale = Math.min(w / (x1 - x0), h / (y1 - y0), 1.5);
-  app.canvas.ds.scale = scale;
-  app.canvas.ds.offset = [-x0 + (left + (w - scale * (x1 - x0)) / 2) / scale,
-                          -y0 + (top + (h - scale * (y1 - y0)) / 2) / scale];
-  app.canvas.setDirty(true, true);
-  app.canvas.draw(true, true);
-}
-"""
-
-
 class InFlight:
     """The page's HTTP requests that have not finished or failed yet (a websocket or an event stream never does,
     so those are not counted): what the frontend still waits for after an action."""
@@ -245,7 +117,7 @@ class Frontend:
 
     def load(self, workflow: dict) -> LoadReport:
         self._console_errors.clear()
-        raw = self.page.evaluate(_LOAD, workflow)
+        raw = self.page.evaluate(LOAD, workflow)
         self.settle()
         errors = [e for e in self._console_errors if not any(s in e for s in OFFLINE_ERRORS)]
         return LoadReport(console_errors=errors, **raw)
@@ -253,13 +125,13 @@ class Frontend:
     def screenshot(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._dismiss_overlays()
-        self.page.evaluate(_FIT)
+        self.page.evaluate(FIT)
         self.settle()
         self.page.screenshot(path=str(path))
         return path
 
     def _edit(self, path: tuple[int, ...], op: str, **args: Any) -> Any:
-        return self.page.evaluate(_EDIT, {"path": list(path), "op": op, "args": args})
+        return self.page.evaluate(EDIT, {"path": list(path), "op": op, "args": args})
 
     def add_node(self, path: tuple[int, ...], node_type: str, pos: tuple[float, float]) -> int:
         """Add a node of `node_type` to the graph at `path` (subgraph-node ids from the root), as a user
@@ -297,7 +169,7 @@ class Frontend:
         """A screenshot of the canvas zoomed onto `bounds` (canvas coordinates of the graph shown)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self._dismiss_overlays(escape=False)  # Escape would leave an open subgraph
-        self.page.evaluate(_FIT_BOUNDS, bounds)
+        self.page.evaluate(FIT_BOUNDS, bounds)
         self.settle()
         self.page.screenshot(path=str(path))
         return path
@@ -385,7 +257,7 @@ def open_frontend(url: str, chromium: str = CHROMIUM, timeout_ms: int = 120_000,
             page.wait_for_function("() => window.app && (window.app.rootGraph || window.app.graph) && window.LiteGraph",
                                    timeout=timeout_ms)
             settle(page, inflight)  # the start-up's own requests (node definitions, settings, release notes)
-            page.evaluate(_INSTALL_HOOKS)
+            page.evaluate(INSTALL_HOOKS)
             console_errors.clear()  # start-up noise (e.g. no internet for release notes) is not a load error
             yield Frontend(page, console_errors, inflight)
         finally:

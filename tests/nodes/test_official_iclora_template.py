@@ -9,7 +9,7 @@ guide-free video latent, LTXVImgToVideoInplace with the first frame, the IC-LoRA
 (LTXVAddGuide with the template's control images and its GetICLoRAParameters: a factor-2 guide dilated on the
 full grid), stage 1's audio, sigmas 0.625, 0.4, 0 through SamplerCustomAdvanced whose CFGGuider samples the
 IC-LoRA MODEL through LTX TDP Model Patcher with LTX TDP Tile Config (tile size), LTXVCropGuides, and LTX TDP
-Tiled VAE Decode into the template's CreateVideo (ltx_tdp_devkit.templates.add_iclora_stage2).
+Tiled VAE Decode into the template's CreateVideo (ltx_tdp_devkit.iclora_template.add_iclora_stage2).
 
 Tiny stand-ins (ltx_tdp_devkit.tiny_prompts): the tiny LTX-2 transformer and VAE for the LTX-2.3 checkpoint, a
 tiny IC-LoRA of it whose metadata says reference_downscale_factor 2 (GetICLoRAParameters reads it), a 9-frame
@@ -32,10 +32,11 @@ import re
 import pytest
 import torch
 
+from ltx_tdp_devkit.iclora_template import (ICLORA_TEMPLATE, ICLoRAStage1, ICLoRAStage2, add_iclora_stage2,
+                                            iclora_stage1)
 from ltx_tdp_devkit.latent_outputs import add_latent_saves, saved_latents
 from ltx_tdp_devkit.paths import PACK_ROOT
-from ltx_tdp_devkit.templates import (ICLORA_TEMPLATE, MODE_BYPASSED, ICLoRAStage1, ICLoRAStage2, add_iclora_stage2,
-                                      api_id, iclora_stage1, load_template, ltx2_template_ids)
+from ltx_tdp_devkit.templates import MODE_BYPASSED, api_id, load_template, ltx2_template_ids
 from ltx_tdp_devkit.tiny_prompts import build_iclora_files, build_tiny_files, tiny_prompt
 
 pytestmark = [pytest.mark.server, pytest.mark.ltx2]

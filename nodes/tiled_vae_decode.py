@@ -32,7 +32,7 @@ class TiledVAEDecodeNode(io.ComfyNode):
             "in system memory. Each tile also decodes the latent cells around it that the decoder reaches and "
             "crops them away, so at the default 'exact' quality the frames equal an untiled decode (up to float "
             "rounding). LTX-2.5's diffusion video decoder is recognised by itself and decoded exactly too (its "
-            "tiles slice the one noise field the untiled decode draws; tiles of at most 1024 px and 128 frames). "
+            "tiles slice the one noise field the untiled decode draws; tiles of at most 512 px and 128 frames). "
             "LTX-2 audio+video latents: the video part is decoded. With a TDP group, the tiles are shared between "
             "its GPUs.",
             inputs=[

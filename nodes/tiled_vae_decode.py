@@ -44,7 +44,7 @@ class TiledVAEDecodeNode(io.ComfyNode):
                              "Fewer, larger tiles cost less: each tile also decodes its context. 2048 splits "
                              "3840x2176 into 2 x 2 tiles; set it above the frame size to decode whole frames on "
                              "one GPU (ComfyUI >= 0.8 streams the frames through the GPU, so large tiles fit). "
-                             "On older ComfyUI, 768 keeps a 4K tile of 80 frames within a 24 GB card."),
+                             "The node logs its GPU memory estimate before decoding (docs/vae-decode.md: 24 and 12 GB settings)."),
                 io.Int.Input("spatial_overlap", default=DEFAULTS.spatial_overlap, min=0, max=4096, step=32,
                              tooltip="Pixels that neighbouring tiles share and blend over (rounded up to whole "
                              "32 px cells). Must be less than half the tile. Not needed with the 'exact' quality "

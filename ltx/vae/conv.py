@@ -27,7 +27,7 @@ from ...tiling import LatentGeometry, Tile
 from ...tiling.decode_plan import DecodePlan, DecodeSource, plan_decode
 from ...tiling.dependency import DecoderReach
 from ..errors import VaeDecodeError
-from .memory import DecodeMemory, conv_chunk_bytes, conv_working_set, module_bytes
+from .memory import DecodeMemory, conv_chunk_bytes, conv_working_set, frames_and_tile_bytes, module_bytes
 from .pixels import pixel_bytes, processed
 from .reach import counted_reach, whole_frame_layers
 from .settings import DecodeSettings
@@ -124,7 +124,9 @@ class ConvDecode:
         pixels = tuple(scale.pixel_length(n) for scale, n in zip(self.plan.scales, block[2:]))
         decoded = pixel_bytes((block[0], self.output_shape[-1], *pixels), vae.vae_dtype)
         on_device = self.pixels_to.type != "cpu" and getattr(model, "comfy_has_chunked_io", False)
-        host = 4 * torch.Size(self.output_shape).numel() + (0 if on_device else decoded)
+        streamed_to_host = getattr(model, "comfy_has_chunked_io", False) and not on_device
+        on_host = streamed_to_host or torch.device(getattr(vae, "device", "cpu")).type == "cpu"
+        host = frames_and_tile_bytes(self.output_shape, self.plan, itemsize, on_host) + (0 if on_device else decoded)
         return DecodeMemory(module_bytes(model), work, decoded if on_device else 0, 0, host)
 
     def load(self) -> None:

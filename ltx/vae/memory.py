@@ -74,6 +74,16 @@ def module_bytes(module: torch.nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
 
 
+def frames_and_tile_bytes(output_shape: tuple[int, ...], plan: Any, itemsize: int, decoded_on_host: bool) -> int:
+    """System memory of a decode's fp32 output frames (batch, frames, height, width, channels), plus its largest
+    tile there: its crop copied out in the VAE's dtype (`itemsize` bytes a value; none when the decoder left the
+    block in system memory and the one tile is all of it) and cast to fp32 (none for an fp32 VAE)."""
+    batch, channels = output_shape[0], output_shape[-1]
+    tile = batch * channels * max(math.prod(t.shape) for t in plan.pixels.tiles)
+    copies = (itemsize if len(plan.pixels.tiles) > 1 or not decoded_on_host else 0) + (4 if itemsize != 4 else 0)
+    return 4 * math.prod(output_shape) + tile * copies
+
+
 def conv_levels(decoder: torch.nn.Module, block: tuple[int, ...]) -> list[tuple[int, int, int]]:
     """(channels, frames, positions per frame) of each level of ComfyUI's LTX conv `decoder` for a latent `block`
     (batch, channels, frames, height, width): conv_in's output, then each up block's."""
@@ -182,6 +192,7 @@ def diffusion_memory(decode: Any) -> DecodeMemory:
             tail += 3 * stage5 * pixel_channels * 4 // itemsize
         tile_work = max(tile_work, mid, tail)
     noise = batch * pixel_channels // layers.patch ** 2 * math.prod(decode.output_shape[1:4]) * itemsize
-    frames_bytes = 4 * math.prod(decode.output_shape)
+    on_host = torch.device(vae.device).type == "cpu"
+    host = frames_and_tile_bytes(decode.output_shape, decode.plan, itemsize, on_host) + noise
     return DecodeMemory(module_bytes(vae.first_stage_model), batch * itemsize * max(head_peak - head_kept, tile_work),
-                        batch * itemsize * head_kept, noise if decode.noise is None else 0, frames_bytes + noise)
+                        batch * itemsize * head_kept, noise if decode.noise is None else 0, host)

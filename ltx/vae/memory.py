@@ -93,8 +93,8 @@ def conv_levels(decoder: torch.nn.Module, block: tuple[int, ...]) -> list[tuple[
     for up in decoder.up_blocks:
         stride = getattr(up, "stride", None)
         if stride is not None and hasattr(up, "out_channels_reduction_factor"):  # DepthToSpaceUpsample
-            channels = int(up.out_channels) // math.prod(stride)
-            t, h, w = t * stride[0], h * stride[1], w * stride[2]
+            channels = int(up.out_channels) // math.prod(stride)  # in time it drops its first output frame
+            t, h, w = t * stride[0] - (stride[0] - 1), h * stride[1], w * stride[2]
         elif hasattr(up, "out_channels"):  # a channel-changing resnet block
             channels = int(up.out_channels)
         levels.append((channels, t, h * w))

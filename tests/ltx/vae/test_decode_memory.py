@@ -19,7 +19,7 @@ from ltx_tdp_devkit.real_vae import CARD_GIB, CARD_SETTINGS, RESERVE_GIB, accoun
 from ltx_tdp_devkit.vae_helpers import latent, settings, tiled
 
 ESTIMATE_SLACK = 1.6
-"""The estimate is at most this many times the tracked peak (measured: 1.12 to 1.39 on these layouts)."""
+"""The estimate is at most this many times the tracked peak (measured on ComfyUI 0.33.0: 1.10 to 1.23)."""
 MIB = 2**20
 
 
@@ -49,7 +49,10 @@ def _tracked_and_estimated(vae, x, **kw) -> tuple[int, int, str]:
                                     dict(spatial_tile=256, temporal_tile=16, context=5)],
                          ids=["one-tile", "2x2-tiles", "chunks-and-tiles"])
 def test_the_conv_decodes_tracked_peak_stays_within_its_own_estimate(vae, small_device, layout):
-    x = latent(5 if "temporal_tile" in layout else 3, 32, 32, seed=1)
+    # 32 x 32 cells make the last level of the tiny decoder outgrow ComfyUI's smallest chunk, so time is streamed;
+    # a ComfyUI that does not stream (0.3.x, where the tiny config builds 128-channel levels) gets 12 x 12.
+    side = 32 if getattr(vae.first_stage_model, "comfy_has_chunked_io", False) else 12
+    x = latent(5 if "temporal_tile" in layout else 3, side, side, seed=1)
     tracked, estimated, words = _tracked_and_estimated(vae, x, **layout)
     assert tracked <= estimated <= ESTIMATE_SLACK * tracked, words
 
@@ -69,8 +72,12 @@ def test_a_4k_clip_fits_the_card_at_its_settings_by_the_packs_accounting(comfy, 
     """The node's defaults on a 24 GB card, docs/vae-decode.md's 12 GB setting on a 12 GB one: the VAE's weights
     (bf16, published configuration) + the largest tile's decode + the pack's buffers, on ComfyUI's chunk for
     that card; the frames (fp32) are system memory."""
+    from ltx_tdp_devkit.tiny_models import has_ltxav
+
     if model == "LTX-2.5" and not dv.has_diffusion_vae():
         pytest.skip(dv.SKIP_REASON)
+    if not has_ltxav():  # ComfyUI 0.3.x: no LTX-2, and a conv decoder that does not stream time
+        pytest.skip(f"ComfyUI {comfy.comfyui_version()} has no LTX-2 (comfy.ldm.lightricks.av_model)")
     from ltx_tdp.ltx.vae import DecodeSettings
     from ltx_tdp.ltx.vae.decoder import prepare_decode
     from ltx_tdp.tiling import LTX_GEOMETRY

@@ -16,6 +16,8 @@ def pixels_on(raw: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     device = torch.device(device)
     if raw.device == device:
         return raw.contiguous()
+    if raw.is_contiguous():  # copied as it is, no copy on its device first
+        return raw.to(device)
     out = torch.empty(raw.shape, dtype=raw.dtype, device=device)
     for frame in range(raw.shape[2]):
         out[:, :, frame].copy_(raw[:, :, frame])

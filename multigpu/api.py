@@ -69,7 +69,12 @@ class ReduceJob(Protocol):
 
 
 class GatherJob(Protocol):
-    """A job whose tiles go to rank 0 one by one (a tiled decode)."""
+    """A job whose tiles go to rank 0 one by one (a tiled decode); rank 0 blends what it receives itself."""
 
-    def tiles(self, target: Any) -> Callable[[Tile], torch.Tensor]:
-        """tile -> its window-weighted result, fp32 on the CPU, computed on `target`."""
+    tile_lead: tuple[int, ...]
+    tile_dtype: torch.dtype
+    """What a rank sends for a tile: (*tile_lead, *tile.shape) of tile_dtype."""
+
+    def tiles(self, target: Any, device: torch.device) -> Callable[[Tile], torch.Tensor]:
+        """tile -> what rank 0 adds for it, contiguous on `device` (the group's communication device), computed
+        on `target`."""

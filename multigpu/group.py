@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..tiling import TilePlan
-from ..tiling.ranks import ONE_RANK, Partial, TileRanks
+from ..tiling.ranks import ONE_RANK, AddTile, Partial, TileRanks
 from .api import GatherJob, ReduceJob, ReplicaSource
 from .settings import GroupSettings
 
@@ -37,6 +37,11 @@ class TDPGroup:
     @property
     def rank_count(self) -> int:
         return self.settings.world_size
+
+    @property
+    def receives_on_device(self) -> bool:
+        """Whether rank 0 receives the workers' tiles into a buffer on its GPU (NCCL moves device memory only)."""
+        return self.settings.backend == "nccl"
 
     def __repr__(self) -> str:
         s = self.settings
@@ -82,8 +87,8 @@ class GroupRanks:
     def reduce(self, job: ReduceJob, partial: Partial) -> torch.Tensor:
         return self.group.session().reduce(self.kind, self.source(), job, partial)
 
-    def gather(self, job: GatherJob, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
-        self.group.session().gather(self.kind, self.source(), job, partial, plan, out)
+    def gather(self, job: GatherJob, partial: Partial, plan: TilePlan, add: AddTile) -> None:
+        self.group.session().gather(self.kind, self.source(), job, partial, plan, add)
 
 
 def get_group(settings: GroupSettings) -> TDPGroup:

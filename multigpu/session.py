@@ -24,11 +24,12 @@ import torch
 import torch.distributed as dist
 
 from ..tiling import TilePlan, owner_of
-from ..tiling.ranks import BeforeTile, Partial
+from ..tiling.ranks import AddTile, BeforeTile, Partial
 from . import wire as W
 from .launch import (diagnose, init_process_group, listen_socket, resolve_ipv4, start_local_workers, stop_processes,
                      wait_hellos, where, worker_config)
 from .api import GatherJob, ReduceJob, ReplicaSource
+from .band import send_band
 from .replica import send_weights
 from .settings import GroupSettings, TDPGroupError
 
@@ -99,11 +100,10 @@ class Session:
         of `source` (sent again when its key changed)."""
         return self._exchange(kind, source, lambda: self._reduce(kind, job, partial))
 
-    def gather(self, kind: str, source: ReplicaSource, job: GatherJob, partial: Partial, plan: TilePlan,
-               out: torch.Tensor) -> None:
-        """Every rank's window-weighted tiles of `plan` in `out`: rank 0's through `partial`, the workers' (who
-        run `job` on their `kind` replica of `source`) received tile by tile."""
-        self._exchange(kind, source, lambda: self._gather(kind, job, partial, plan, out))
+    def gather(self, kind: str, source: ReplicaSource, job: GatherJob, partial: Partial, plan: TilePlan, add: AddTile):
+        """Every rank's tiles of `plan` blended: rank 0's by `partial`, the workers' (`job` on their `kind` replica
+        of `source`) received tile by tile by `add`."""
+        self._exchange(kind, source, lambda: self._gather(kind, job, partial, plan, add))
 
     def _exchange(self, kind: str, source: ReplicaSource, run: Callable[[], Any]) -> Any:
         """`run()` with the workers' `kind` replica current. If this breaks off while a message is pending, the
@@ -136,17 +136,20 @@ class Session:
         self.held[kind] = key
 
     def _post_job(self, kind: str, job: Any, gather: Any, what: str) -> tuple[int, str, int]:
-        """Post job message seq and broadcast the job's pickle; (seq, what in words, pickle bytes)."""
-        payload = _pickle(job, f"this {kind} job")
+        """Post job seq; broadcast its pickle, then its large tensors (multigpu.band); (seq, what in words, bytes)."""
+        band: list[torch.Tensor] = []
+        payload = _pickle(job, f"this {kind} job", band=band)
         seq = self.post(W.dumps(W.JobMessage(self.seq + 1, kind, self.held[kind], len(payload), gather)))
         what = f"during {what} (message {seq})"
         buffer = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(self.comm_device)
         self.collective(what, dist.broadcast, buffer, src=0)
-        return seq, what, len(payload)
+        del buffer
+        return seq, what, len(payload) + send_band(band, lambda b: self.collective(what, dist.broadcast, b, src=0),
+                                                   self.comm_device)
 
     def _own_tiles(self, seq: int, partial: Partial, before_tile: BeforeTile) -> tuple[Any, BaseException | None]:
-        """Rank 0's share; an interrupt (a BaseException in newer ComfyUI) or error tells the workers to skip
-        their remaining tiles and is raised once the ranks are back in step."""
+        """Rank 0's share; an interrupt (a BaseException in newer ComfyUI) or error stops the workers' remaining
+        tiles and is raised once the ranks are back in step."""
         try:
             return partial(0, self.world, before_tile), None
         except BaseException as e:
@@ -175,12 +178,12 @@ class Session:
             raise failure
         return buffer.to(flat.device)
 
-    def _gather(self, kind: str, job: GatherJob, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
+    def _gather(self, kind: str, job: GatherJob, partial: Partial, plan: TilePlan, add: AddTile) -> None:
         clock = [time.perf_counter()]
-        lead = out.shape[: out.ndim - len(plan.shape)]
-        seq, what, sent = self._post_job(kind, job, (plan, lead), "a tiled VAE decode")
+        message = (plan, tuple(job.tile_lead), job.tile_dtype)
+        seq, what, sent = self._post_job(kind, job, message, "a tiled VAE decode")
         clock.append(time.perf_counter())
-        receive = self._receiver(what, plan, out)
+        receive = self._receiver(seq, what, message, add)
         _, failure = self._own_tiles(seq, partial, receive)
         receive(None)
         clock.append(time.perf_counter())
@@ -195,25 +198,29 @@ class Session:
         self.stats.update({"jobs": 1, "send_bytes": sent})
         self.stats.update({phase: b - a for phase, a, b in zip(("send", "tiles", "wait", "reduce"), clock, clock[1:])})
 
-    def _receiver(self, what: str, plan: Any, out: torch.Tensor) -> Any:
-        """receive(before): add the workers' tiles enumerated before tile `before` (all when None) into `out`, in
-        tile order. Rank 0 calls it before each of its own tiles: the workers' earlier tiles are ready by then."""
-        lead = out.shape[: out.ndim - len(plan.shape)]
+    def _receiver(self, seq: int, what: str, message: tuple[Any, tuple[int, ...], torch.dtype], add: AddTile) -> Any:
+        """receive(before): the workers' tiles enumerated before tile `before` (all when None) to `add`, in tile
+        order, each into one receive buffer on the communication device (the largest: stats["receive_bytes"]),
+        asked for only now (wire.gather_key: its owner queues the send then; NCCL times from the queueing)."""
+        plan, lead, dtype = message
         queue = collections.deque(t for t in plan.tiles if owner_of(t.index, self.world))
 
         def receive(before: Any) -> None:
             while queue and (before is None or queue[0].index < before.index):
                 tile = queue.popleft()
-                buffer = torch.empty((*lead, *tile.shape), dtype=torch.float32, device=self.comm_device)
+                buffer = torch.empty((*lead, *tile.shape), dtype=dtype, device=self.comm_device)
+                self.stats["receive_bytes"] = max(self.stats["receive_bytes"], buffer.numel() * buffer.element_size())
+                self.store.set(W.gather_key(seq, tile.index), b"")
                 self.collective(what, lambda: dist.irecv(buffer, src=owner_of(tile.index, self.world)))
-                out[(Ellipsis, *tile.slices)] += buffer.to(out.device)
+                self.store.delete_key(W.gather_key(seq, tile.index))
+                add(tile, buffer)
+                del buffer
 
         return receive
 
     # -- messages and collectives ---------------------------------------------------------------------------
     def post(self, data: bytes) -> int:
-        """Publish message seq+1 (`data`, a pickled message carrying that seq); every worker acknowledged the
-        previous one."""
+        """Publish message seq+1 (`data`, a pickled message carrying that seq); every worker acked the last one."""
         self.seq += 1
         if self.seq > 1:
             self.store.delete_key(f"msg/{self.seq - 1}")
@@ -234,8 +241,7 @@ class Session:
             raise self.fail(what, e) from None
 
     def wait_acks(self, seq: int, what: str) -> None:
-        """Wait (at most the timeout) until every worker acknowledged message `seq`; fail naming who did not,
-        who died or who reported an error."""
+        """Wait (at most the timeout) for every worker's ack of message `seq`; fail naming who did not, died, erred."""
         keys, late = [f"ack/{seq}/{r}" for r in self.workers], None
         if not any(p.poll() is not None for p in self.procs.values()):
             try:
@@ -263,8 +269,7 @@ class Session:
                              "stopped; the next prompt starts a fresh group.")
 
     def close(self, kill: bool = False) -> None:
-        """End the session: workers told to exit (or killed), the process group destroyed (aborted after a
-        fault), no process left."""
+        """End the session: workers told to exit (or killed), the process group destroyed (aborted: a fault)."""
         with self.lock:
             if self.closed:
                 return
@@ -287,9 +292,9 @@ class Session:
         self.store = self._server = None
 
 
-def _pickle(obj: Any, what: str, placeholders: frozenset[int] = frozenset()) -> bytes:
+def _pickle(obj: Any, what: str, placeholders: frozenset[int] = frozenset(), band: list | None = None) -> bytes:
     try:
-        return W.dumps(obj, placeholders)
+        return W.dumps(obj, placeholders, band)
     except Exception as e:  # nothing was posted: the group is still in step
         raise TDPGroupError(f"LTX TDP: {what} cannot be sent to the worker ranks: {e}. Without tdp_group it "
                             "runs on this machine.") from e

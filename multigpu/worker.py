@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from . import wire as W
+from .band import receive_band
 from .nccl import WORKER_NCCL_ENV, join_group, one_at_a_time, set_worker_nccl_env
 from .replica import receive_weights
 from .settings import TDPGroupError, device_name
@@ -179,8 +180,10 @@ class Worker:
         buffer = torch.empty(msg.job_bytes, dtype=torch.uint8, device=self.comm_device)
         dist.broadcast(buffer, src=0)
         home = self.device if msg.gather is None else torch.device("cpu")
-        job = W.loads(buffer.cpu().numpy().tobytes(), self.config.source_package, device=home)
+        band: list[torch.Tensor] = []
+        job = W.loads(buffer.cpu().numpy().tobytes(), self.config.source_package, device=home, band=band)
         del buffer
+        receive_band(band, one_at_a_time(lambda b: dist.broadcast(b, src=0, async_op=True)), self.comm_device)
         stop = f"stop/{msg.seq}"
 
         def before_tile(_tile: Any = None) -> None:
@@ -210,31 +213,33 @@ class Worker:
         return replica.target
 
     def _gather(self, job: Any, msg: W.JobMessage, before_tile: Any) -> None:
-        """Each of this rank's tiles, window-weighted, sent to rank 0 as soon as it is ready: at most one tile
-        in flight while the next decodes. After an error or a stop the remaining tiles are sent as zeros."""
+        """Each of this rank's tiles sent to rank 0 as the job gives it, queued once rank 0 receives it
+        (wire.gather_key): at most one tile in flight while the next decodes. After an error or a stop the
+        remaining tiles are sent as zeros."""
         import comfy.model_management as mm
 
-        plan, lead = msg.gather
-        error, weighted_tile, in_flight = None, None, None
+        plan, lead, dtype = msg.gather
+        error, tile_result, in_flight = None, None, None
         try:
             self._place_model(torch.device("cpu"))  # the VAE needs the room, as ComfyUI makes room on rank 0
-            weighted_tile = job.tiles(self._target(msg))
+            tile_result = job.tiles(self._target(msg), self.comm_device)
         except Exception as e:
             error = e
         for tile in plan.tiles_for_rank(self.rank, self.world):
-            result = None
-            if weighted_tile is not None:  # None after an error or a stop: the rest go as zeros
+            out = None
+            if tile_result is not None:  # None after an error or a stop: the rest go as zeros
                 try:
                     before_tile(tile)
-                    result = weighted_tile(tile)
+                    out = tile_result(tile)
                 except _Stopped:
-                    weighted_tile = None
+                    tile_result = None
                 except Exception as e:
-                    error, weighted_tile = e, None
-            out = (result if result is not None else torch.zeros((*lead, *tile.shape))).to(self.comm_device)
-            del result
+                    error, tile_result = e, None
+            if out is None:
+                out = torch.zeros((*lead, *tile.shape), dtype=dtype, device=self.comm_device)
             if in_flight is not None:
                 in_flight[0].wait()
+            self.store.wait([W.gather_key(msg.seq, tile.index)], IDLE_WAIT)  # rank 0 receives this tile now
             in_flight = (dist.isend(out, dst=0), out)
             del out
         if in_flight is not None:

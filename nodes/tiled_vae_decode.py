@@ -32,7 +32,7 @@ class TiledVAEDecodeNode(io.ComfyNode):
             "in system memory. Each tile also decodes the latent cells around it that the decoder reaches and "
             "crops them away, so at the default 'exact' quality the frames equal an untiled decode (up to float "
             "rounding). LTX-2.5's diffusion video decoder is recognised by itself and decoded exactly too (its "
-            "tiles slice the one noise field the untiled decode draws; tiles of at most 1024 px and 128 frames). "
+            "tiles slice the one noise field the untiled decode draws; tiles of at most 512 px and 128 frames). "
             "LTX-2 audio+video latents: the video part is decoded. With a TDP group, the tiles are shared between "
             "its GPUs.",
             inputs=[
@@ -44,7 +44,7 @@ class TiledVAEDecodeNode(io.ComfyNode):
                              "Fewer, larger tiles cost less: each tile also decodes its context. 2048 splits "
                              "3840x2176 into 2 x 2 tiles; set it above the frame size to decode whole frames on "
                              "one GPU (ComfyUI >= 0.8 streams the frames through the GPU, so large tiles fit). "
-                             "On older ComfyUI, 768 keeps a 4K tile of 80 frames within a 24 GB card."),
+                             "The node logs its GPU memory estimate before decoding (docs/vae-decode.md: 24 and 12 GB settings)."),
                 io.Int.Input("spatial_overlap", default=DEFAULTS.spatial_overlap, min=0, max=4096, step=32,
                              tooltip="Pixels that neighbouring tiles share and blend over (rounded up to whole "
                              "32 px cells). Must be less than half the tile. Not needed with the 'exact' quality "

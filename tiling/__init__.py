@@ -4,7 +4,7 @@ share a loop's tiles, LTX's latent geometry, decode plans, token selection and t
 Nothing here imports ComfyUI; the model patcher, the multi-GPU ranks and the tiled VAE decode use it.
 """
 
-from .blend import blend_tiles, exact_sum_dtype
+from .blend import add_tile, blend_tiles, exact_sum_dtype
 from .config import AxisTileSize, AxisTiling, TileCountConfig, TileSizeConfig, TilingConfig, balanced_split
 from .errors import TilingError
 from .geometry import LTX_GEOMETRY, VIDEO_AXES, AxisScale, LatentGeometry, video_grid_shape, video_part
@@ -17,7 +17,7 @@ from .windows import window_1d, window_nd
 __all__ = [
     "LTX_GEOMETRY", "VIDEO_AXES", "AxisScale", "AxisTileSize", "AxisTiling", "Interval", "LatentGeometry",
     "PositionRange", "Tile", "TileCountConfig", "TilePlan", "TileSizeConfig", "TilingConfig", "TilingError", "balanced_split",
-    "blend_tiles", "conditioning_keep_mask", "conditioning_weights", "count_for_size", "exact_sum_dtype",
+    "add_tile", "blend_tiles", "conditioning_keep_mask", "conditioning_weights", "count_for_size", "exact_sum_dtype",
     "max_valid_overlap", "owner_of", "plan_tiles", "split_by_count", "split_by_size", "tiles_for_size",
     "video_grid_shape", "video_part", "window_1d", "window_nd",
 ]

@@ -59,14 +59,22 @@ def blend_tiles(
         if acc is None:
             lead = tuple(result.shape[: result.ndim - len(plan.shape)])
             acc = torch.zeros((*lead, *plan.shape), dtype=dtype, device=device or result.device)
-        region = (Ellipsis, *tile.slices)
-        result = result.to(dtype=acc.dtype)
-        if any(i.ramp_in or i.ramp_out for i in tile.intervals):  # else the window is all ones: x * 1 == x
-            result = result * tile.window(result.device).to(acc.dtype)  # weighted where the result lives
-        acc[region] += result.to(device=acc.device)
+        add_tile(acc, tile, result)
         del result
         if on_tile is not None:
             on_tile(done, len(mine), tile)
     if acc is None:
         raise ValueError("blend_tiles: this rank owns no tile; pass lead_shape so it can return zeros")
     return acc
+
+
+def add_tile(acc: torch.Tensor, tile: Tile, result: torch.Tensor) -> None:
+    """`acc[tile's region] += result * tile's window`, in the accumulator's dtype, weighted where `result` lives.
+
+    The window is applied only where one of the tile's intervals ramps (else it is all ones and x * 1 == x: no
+    window is built). The one step by which any tile's result enters a blend (`blend_tiles`, and a tile another
+    rank sent)."""
+    result = result.to(dtype=acc.dtype)
+    if any(i.ramp_in or i.ramp_out for i in tile.intervals):
+        result = result * tile.window(result.device).to(acc.dtype)
+    acc[(Ellipsis, *tile.slices)] += result.to(device=acc.device)

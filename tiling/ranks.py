@@ -6,8 +6,9 @@ given, before each tile. What the other ranks run is described by `job`; `ONE_RA
 needs none. Two ways to combine the ranks' sums:
 
 * `reduce`: the sum over every rank, on every rank (one all_reduce): model calls.
-* `gather`: every rank's tiles of `plan` end up in this rank's `out`, which `partial` accumulates into;
-  the other ranks send theirs tile by tile, so none of them holds more than a tile (VAE decodes).
+* `gather`: every rank's tiles of `plan` end up in this rank's output: `partial` blends this rank's own, and
+  `add(tile, result)` each tile another rank sends (tile by tile, so none of them holds more than a tile; the
+  result is whatever the job's ranks send for a tile, e.g. a VAE's raw pixels): VAE decodes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from .plan import Tile, TilePlan
 BeforeTile = Optional[Callable[[Tile], None]]
 Partial = Callable[[int, int, BeforeTile], torch.Tensor]
 """partial(rank, world, before_tile) -> this rank's window-weighted sum (an fp32 tensor)."""
+AddTile = Callable[[Tile, torch.Tensor], None]
+"""add(tile, result): blend what another rank sent for `tile` into this rank's output."""
 
 
 class TileRanks(Protocol):
@@ -30,8 +33,9 @@ class TileRanks(Protocol):
     def reduce(self, job: Any, partial: Partial) -> torch.Tensor:
         """The sum over every rank of `partial(rank, world, before_tile)`."""
 
-    def gather(self, job: Any, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
-        """Every rank's window-weighted tiles of `plan` summed into `out` (which `partial` fills on this rank)."""
+    def gather(self, job: Any, partial: Partial, plan: TilePlan, add: AddTile) -> None:
+        """Every rank's tiles of `plan` blended into this rank's output: its own by `partial`, the others' by
+        `add`, in tile order."""
 
 
 class OneRank:
@@ -40,7 +44,7 @@ class OneRank:
     def reduce(self, job: Any, partial: Partial) -> torch.Tensor:
         return partial(0, 1, None)
 
-    def gather(self, job: Any, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
+    def gather(self, job: Any, partial: Partial, plan: TilePlan, add: AddTile) -> None:
         partial(0, 1, None)
 
 

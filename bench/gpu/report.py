@@ -136,7 +136,8 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
     add("")
     lines.extend(_checks_table(records, ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks")))
     add("")
-    add("## ComfyUI as users start it (issue 30): a LoRA under Dynamic VRAM, the memory ComfyUI is asked for")
+    add("## ComfyUI as users start it (issue 30): a LoRA under Dynamic VRAM, the memory ComfyUI is asked for, "
+        "the tiled decode's noise field and peak")
     add("")
     lines.extend(_checks_table(records, COMFY_DEFAULT_STEPS))
     add("")

@@ -27,6 +27,8 @@ from ...tiling import LatentGeometry, Tile
 from ...tiling.decode_plan import DecodePlan, DecodeSource, plan_decode
 from ...tiling.dependency import DecoderReach
 from ..errors import VaeDecodeError
+from .memory import DecodeMemory, conv_chunk_bytes, conv_working_set, frames_and_tile_bytes, module_bytes
+from .pixels import pixel_bytes, processed
 from .reach import counted_reach, whole_frame_layers
 from .settings import DecodeSettings
 
@@ -38,11 +40,14 @@ class ConvDecode:
 
     `source` is what the tiles decode from: the latent on the CPU, with the decode noise where the VAE adds it
     (drawn from the settings' seed, so another rank draws the same and `noise` is None). The VAE is loaded on
-    its device at the first tile.
+    its device at the first tile (or by `load`).
     """
 
     noise = None
     """No decode noise travels to other ranks: each draws the same field from the settings' seed."""
+    pixels_to = torch.device("cpu")
+    """Where `decode_raw`'s pixels go next (a worker sending over NCCL: its GPU). On the CPU ComfyUI's decoder
+    writes them into its own buffer there; on a GPU into a buffer on it (`_device_buffer`)."""
 
     def __init__(self, vae: Any, latent: torch.Tensor, source: torch.Tensor, plan: DecodePlan,
                  context: tuple[int, int], output_shape: tuple[int, ...], timestep_conditioned: bool, timestep: float):
@@ -104,18 +109,40 @@ class ConvDecode:
                 del drawn
         return cls(vae, latent, source, plan, (time, space), shape, timestep_conditioned, timestep)
 
+    def largest_block(self) -> tuple[int, ...]:
+        """(batch, channels, frames, height, width) of the largest latent block a tile decodes."""
+        return (self.source.shape[0], self.source.shape[1], *self.plan.largest_source())
+
+    def memory(self, device_memory: int | None = None) -> DecodeMemory:
+        """The pack's accounting (`ltx.vae.memory`): the weights, the decoder's working set on the largest block
+        as this ComfyUI streams it on the VAE's device (or one of `device_memory` bytes), the decoded block where
+        it is kept on the device (`pixels_to`), the frames."""
+        vae, block = self.vae, self.largest_block()
+        model, itemsize = vae.first_stage_model, torch.empty((), dtype=vae.vae_dtype).element_size()
+        chunk = conv_chunk_bytes(model, torch.device(getattr(vae, "device", "cpu")), device_memory)
+        work = conv_working_set(model.decoder, block, itemsize, chunk)
+        pixels = tuple(scale.pixel_length(n) for scale, n in zip(self.plan.scales, block[2:]))
+        decoded = pixel_bytes((block[0], self.output_shape[-1], *pixels), vae.vae_dtype)
+        on_device = self.pixels_to.type != "cpu" and getattr(model, "comfy_has_chunked_io", False)
+        streamed_to_host = getattr(model, "comfy_has_chunked_io", False) and not on_device
+        on_host = streamed_to_host or torch.device(getattr(vae, "device", "cpu")).type == "cpu"
+        host = frames_and_tile_bytes(self.output_shape, self.plan, itemsize, on_host) + (0 if on_device else decoded)
+        return DecodeMemory(module_bytes(model), work, decoded if on_device else 0, 0, host)
+
     def load(self) -> None:
-        """Load the VAE on its device with room for the largest tile (ComfyUI's model management)."""
+        """Load the VAE on its device with room for the largest tile: ComfyUI's own decode estimate for the
+        largest block (what its VAEDecode asks for), at least the pack's accounting (ComfyUI's model management)."""
         import comfy.model_management as mm
 
         vae = self.vae
-        largest = (self.source.shape[0], self.source.shape[1], *self.plan.largest_source())
-        mm.load_models_gpu([vae.patcher], memory_required=vae.memory_used_decode(largest, vae.vae_dtype),
+        need = max(vae.memory_used_decode(self.largest_block(), vae.vae_dtype), self.memory().work)
+        mm.load_models_gpu([vae.patcher], memory_required=need,
                            force_full_load=bool(getattr(vae, "disable_offload", False)))
         self._loaded = True
 
-    def decode_tile(self, tile: Tile) -> torch.Tensor:
-        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, on the compute device."""
+    def decode_raw(self, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s pixels before `process_output`, (batch, channels, *tile.shape) in the VAE's dtype, cropped
+        from its decoded block (a view) where the decoder left it: in its buffer on the CPU, or on `pixels_to`."""
         import comfy.model_management as mm
 
         if not self._loaded:
@@ -125,9 +152,13 @@ class ConvDecode:
         with torch.inference_mode():
             with device_context(vae.device) if device_context is not None else contextlib.nullcontext():
                 block = _decode_block(vae, self.source[(Ellipsis, *src.latent)], self.timestep_conditioned,
-                                      self.timestep)
+                                      self.timestep, self.pixels_to)
             _check_block(block, src, self.plan.scales)
-            return vae.process_output(block[(Ellipsis, *src.crop)].float())
+            return block[(Ellipsis, *src.crop)]
+
+    def decode_tile(self, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, fp32 on the CPU."""
+        return processed(self.vae, self.decode_raw(tile))
 
 
 def _decode_noise(model: Any) -> tuple[bool, float, float]:
@@ -151,13 +182,15 @@ def _decode_noise(model: Any) -> tuple[bool, float, float]:
     return conditioned, noise_scale or 0.0, timestep or 0.0
 
 
-def _decode_block(vae: Any, latent: torch.Tensor, timestep_conditioned: bool, timestep: float) -> torch.Tensor:
-    """Decode one latent block to (B, C, frames, H, W) pixels before `process_output`, on the VAE's device
-    in its dtype where it fits (see `_device_buffer`)."""
+def _decode_block(vae: Any, latent: torch.Tensor, timestep_conditioned: bool, timestep: float,
+                  pixels_to: torch.device) -> torch.Tensor:
+    """Decode one latent block to (B, C, frames, H, W) pixels before `process_output`, in the VAE's dtype: where
+    the decoder puts them (its buffer on ComfyUI's intermediate device, the CPU, from ComfyUI 0.8 on; else the
+    VAE's device), or on the VAE's device when the pixels go there next (`pixels_to`) and fit (`_device_buffer`)."""
     model = vae.first_stage_model
     x = latent.to(device=vae.device, dtype=vae.vae_dtype)
     extra = {}
-    buffer = _device_buffer(model, x)
+    buffer = _device_buffer(model, x) if pixels_to.type != "cpu" else None
     if buffer is not None:
         extra["output_buffer"] = buffer
     if timestep_conditioned:
@@ -171,9 +204,9 @@ def _device_buffer(model: Any, x: torch.Tensor) -> torch.Tensor | None:
     """An output buffer for the block on the compute device, or None to keep ComfyUI's own.
 
     Decoders that stream time (`comfy_has_chunked_io`, ComfyUI >= 0.8) write their frames into a buffer on
-    ComfyUI's intermediate device (the CPU), in the VAE's dtype; cropping, `process_output` and the blend
-    weights would then run on the CPU. A buffer on the GPU keeps them there, as long as it takes at most a
-    quarter of the free memory; on the CPU ComfyUI's buffer is already there.
+    ComfyUI's intermediate device (the CPU), in the VAE's dtype. Pixels that go on from the GPU (a worker's tile
+    sent over NCCL) are written into a buffer there instead, as long as it takes at most a quarter of the free
+    memory (the pack's accounting counts it: `ConvDecode.memory`); on the CPU ComfyUI's buffer is already there.
     """
     import comfy.model_management as mm
 

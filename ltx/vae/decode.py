@@ -1,24 +1,29 @@
 """The tiled decode of an LTX video latent with a ComfyUI VAE, streamed into one preallocated CPU buffer.
 
 The tiles live on the pixel grid (`tiling.decode_plan`): each tile is decoded by the VAE's decoder
-(`ltx.vae.decoder.TiledDecode`: its pixels and the context they need) and blended into the output with
-`tiling.blend_tiles` (windows that sum to exactly one; fp32; no division). Peak memory is one tile's decode
-plus the output, which is allocated once on the CPU; nothing full-size goes to the GPU.
+(`ltx.vae.decoder.TiledDecode`: its pixels and the context they need), cropped, moved to system memory once in
+the VAE's dtype, processed there as ComfyUI's VAEDecode does, and blended into the output with
+`tiling.blend_tiles` (windows that sum to exactly one, applied only where they ramp; fp32; no division). Device
+memory is the VAE plus one tile's decode (`TiledDecode.memory`, logged before the decode); the output is
+allocated once on the CPU; nothing full-size goes to the GPU.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ...tiling import Tile, blend_tiles
+from ...tiling import Tile, add_tile, blend_tiles
 from ...tiling.ranks import ONE_RANK
 from ..progress import ProgressCallback, check_interrupt, interruptible
 from .decoder import prepare_decode
 from .job import DecodeJob, vae_ranks
+from .pixels import pixel_bytes, processed
 from .settings import DecodeSettings
 
 log = logging.getLogger(__name__)
@@ -40,8 +45,14 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
     ranks = vae_ranks(group, vae) if group is not None else ONE_RANK
     plan = decode.plan.pixels
     n = len(plan.tiles)
-    log.info("tiled VAE decode: latent %s -> %s px (frames x height x width), %s tiles", tuple(decode.latent.shape),
-             " x ".join(map(str, decode.output_shape[1:4])), " x ".join(map(str, plan.counts)))
+    lead = (decode.output_shape[0], decode.output_shape[-1])
+    memory = decode.memory()
+    if ranks is not ONE_RANK and getattr(group, "receives_on_device", False):  # one worker tile at a time
+        largest = max(math.prod(t.shape) for t in plan.tiles)
+        memory = dataclasses.replace(memory, buffers=memory.buffers + pixel_bytes((*lead, largest), vae.vae_dtype))
+    log.info("tiled VAE decode: latent %s -> %s px (frames x height x width), %s tiles; memory: %s",
+             tuple(decode.latent.shape), " x ".join(map(str, decode.output_shape[1:4])),
+             " x ".join(map(str, plan.counts)), memory.describe())
     images = torch.zeros(decode.output_shape, dtype=torch.float32)
     # blend_tiles sums over trailing (frames, height, width) axes: hand it the channels-first view of the
     # channels-last output, so the result needs no copy to become ComfyUI's IMAGE layout.
@@ -52,9 +63,14 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
             return blend_tiles(plan, decode.decode_tile, rank=rank, world=world, out=out, before_tile=before,
                                on_tile=on_tile)
 
-    job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context, decode.noise)
+    def add(tile: Tile, raw: torch.Tensor) -> None:  # a tile another rank sent: its raw pixels
+        add_tile(out, tile, processed(vae, raw))
+
     with torch.inference_mode():
-        ranks.gather(job, interruptible(run, progress, n), plan, out)
+        decode.load()  # ComfyUI makes room (for the largest tile, and a noise field drawn on the device) first
+    job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context, decode.noise, lead, vae.vae_dtype)
+    with torch.inference_mode():
+        ranks.gather(job, interruptible(run, progress, n), plan, add)
     if ranks is not ONE_RANK:
         check_interrupt()
         if progress is not None:

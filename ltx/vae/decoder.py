@@ -19,17 +19,19 @@ from ..errors import VaeDecodeError
 from .conv import ConvDecode
 from .diffusion import DiffusionDecode
 from .inputs import check_channels, vae_geometry, video_latent
+from .memory import DecodeMemory
 from .settings import DecodeSettings
 
 
 class TiledDecode(Protocol):
     """One prepared tiled decode: its plan, its output and the decode of any one of its tiles.
 
-    Made by `prepare_decode`, which has checked the latent, the VAE and the layout. `decode_tile(tile)` returns
-    tile `tile` of `plan.pixels` as processed pixels (after `vae.process_output`), unweighted, shaped (batch,
-    channels, *tile.shape), on the compute device; the window-weighted sum of every tile's result is the tiled
-    decode (`decode_tiled`). Another rank prepares the same decode from `latent`, the settings, `context` and
-    `noise` (`ltx.vae.job.DecodeJob`).
+    Made by `prepare_decode`, which has checked the latent, the VAE and the layout. `decode_raw(tile)` returns
+    tile `tile` of `plan.pixels` as the decoder gives it (before `vae.process_output`), cropped, unweighted,
+    shaped (batch, channels, *tile.shape), in the VAE's dtype, wherever the decoder left it; `decode_tile(tile)`
+    the same processed as ComfyUI's VAEDecode processes it (`ltx.vae.pixels.processed`: fp32 on the CPU). The
+    window-weighted sum of every tile's processed pixels is the tiled decode (`decode_tiled`). Another rank
+    prepares the same decode from `latent`, the settings, `context` and `noise` (`ltx.vae.job.DecodeJob`).
     """
 
     latent: torch.Tensor
@@ -38,10 +40,13 @@ class TiledDecode(Protocol):
     """(time, space) latent cells of context a tile decodes around itself where the quality sets it (the
     reach at "exact"; the diffusion decoder's last stage only)."""
     noise: torch.Tensor | None
-    """Decode noise another rank must take from this one (None: every rank draws the same from the seed)."""
+    """Decode noise another rank must take from this one, once `load` has run (None: every rank draws the same
+    from the seed)."""
     plan: DecodePlan
     output_shape: tuple[int, ...]
     """(batch, frames, height, width, channels) of the decoded frames."""
+    pixels_to: torch.device
+    """Where `decode_raw`'s pixels go next (the CPU; a worker sending over NCCL sets its GPU)."""
 
     @classmethod
     def reach(cls, vae: Any) -> DecoderReach:
@@ -56,8 +61,19 @@ class TiledDecode(Protocol):
                 context: tuple[int, int] | None = None, noise: torch.Tensor | None = None) -> "TiledDecode":
         """The decode of a checked video `latent`, planned, nothing decoded (`context`, `noise`: rank 0's)."""
 
+    def memory(self, device_memory: int | None = None) -> DecodeMemory:
+        """What the decode holds on the VAE's device (or on one of `device_memory` bytes, where that matters) and
+        in system memory, by the pack's accounting (`ltx.vae.memory`)."""
+
+    def load(self) -> None:
+        """Load the VAE on its device (ComfyUI's model management) with room for `memory().work`; draw there
+        what the decode draws on the device (then `noise` is set). Runs at the first tile if not called."""
+
+    def decode_raw(self, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s pixels before `process_output`, cropped, in the VAE's dtype, where the decoder left them."""
+
     def decode_tile(self, tile: Tile) -> torch.Tensor:
-        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, on the compute device."""
+        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, fp32 on the CPU."""
 
 
 def decoder_of(vae: Any) -> type[TiledDecode]:

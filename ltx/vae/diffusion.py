@@ -9,19 +9,17 @@ margin), (2) takes its slice of that one noise field, and (3) drops / pads the l
 exactly where the full decode does (a block holding the clip's first latent frame drops the causal duplicate
 frame; one holding the last pads it).
 
-The whole decoder reaches about 31 latent cells in space (published configuration), so a tile cut from the
-latent would decode almost the whole 4K frame. Stages 1-3 are cheap per position, stages 4-5 dear; so per
-temporal chunk stages 1-3 run once over the whole frame (`head`, kept on the device while that chunk's tiles
-decode), and each tile runs stages 4-5 (`mid`, `tail`) from its dependency span in the head's output, which
-reaches only about 6 cells. `exact` gives stage 5 its whole dependency span; a preset of c < its reach gives it
-c latent cells around the tile (the stages before it stay exact).
+The whole decoder reaches about 31 latent cells in space (published configuration): a tile cut from the latent
+would decode almost the whole 4K frame. So per temporal chunk stages 1-3 (cheap per position) run once over the
+whole frame (`head`, kept on the device while that chunk's tiles decode), and each tile runs stages 4-5 (`mid`,
+`tail`, dear) from its dependency span in the head's output, which reaches only about 6 cells. `exact` gives
+stage 5 its whole dependency span; a preset of c < its reach gives it c latent cells around the tile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import weakref
 from typing import Any
 
@@ -33,6 +31,8 @@ from ...tiling.dependency import DecoderReach, Span, computed, needed
 from ..errors import VaeDecodeError
 from ..progress import check_interrupt
 from .diffusion_layers import DiffusionLayers, counted_reach, grid_lengths, read_layers, stage5_reach
+from .memory import DecodeMemory, diffusion_memory
+from .pixels import processed
 from .settings import DIFFUSION_TILE_CAP, DecodeSettings
 
 log = logging.getLogger(__name__)
@@ -42,15 +42,17 @@ _checked: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDi
 
 def decode_noise(vae: Any, latent: torch.Tensor, pixel_shape: tuple[int, ...]) -> torch.Tensor:
     """The noise `vae.decode(latent)` draws, on the CPU: per batch ComfyUI decodes at once (its free-memory
-    rule), a fresh `torch.Generator(vae.device).manual_seed(0)`, `randn` of that batch's pixel shape in the
-    VAE's dtype on its device."""
+    rule, asked once the VAE is loaded, as VAE.decode asks it), a fresh `torch.Generator(vae.device).manual_seed(0)`,
+    `randn` of that batch's pixel shape in the VAE's dtype on its device (CUDA's numbers depend on the device's
+    model, so they are drawn where ComfyUI draws them and then kept in system memory: one copy)."""
     import comfy.model_management as mm
 
     batch = latent.shape[0]
     per = batch
     if batch > 1:
         need = vae.memory_used_decode(tuple(latent.shape), vae.vae_dtype)
-        per = max(1, int(mm.get_free_memory(vae.device) / max(need, 1)))
+        free = getattr(vae.patcher, "get_free_memory", mm.get_free_memory)(vae.device)
+        per = max(1, int(free / max(need, 1)))
     parts = []
     for start in range(0, batch, per):
         n = min(per, batch - start)
@@ -65,12 +67,16 @@ class DiffusionDecode:
 
     `context` is stage 5's (time, space) context in latent cells (its reach where exact); `stage5` the same
     with None where it is exact: stage 5 then decodes a tile's whole dependency span. `noise` is the one noise
-    field the untiled decode draws. Invariant: with `stage5` None on an axis the tiles' pixels equal the untiled
-    decode's there up to float rounding (bit for bit when one tile covers everything).
+    field the untiled decode draws: rank 0's (on a worker), else drawn by `load`, once ComfyUI has made room for
+    it. Invariant: with `stage5` None on an axis the tiles' pixels equal the untiled decode's there up to float
+    rounding (bit for bit when one tile covers everything).
     """
 
+    pixels_to = torch.device("cpu")
+    """Where `decode_raw`'s pixels go next (they are cropped on the VAE's device either way)."""
+
     def __init__(self, vae: Any, latent: torch.Tensor, plan: DecodePlan, layers: DiffusionLayers,
-                 stage5: tuple[int | None, int | None], context: tuple[int, int], noise: torch.Tensor,
+                 stage5: tuple[int | None, int | None], context: tuple[int, int], noise: torch.Tensor | None,
                  output_shape: tuple[int, ...]):
         self.vae, self.latent, self.plan, self.layers = vae, latent, plan, layers
         self.stage5 = stage5
@@ -99,7 +105,7 @@ class DiffusionDecode:
                 context: tuple[int, int] | None = None, noise: torch.Tensor | None = None) -> "DiffusionDecode":
         """A `DiffusionDecode` of a checked `latent` in tiles of at most `DIFFUSION_TILE_CAP`: the layers read (or
         refused), the stage-5 context resolved (`context`, (time, space) as rank 0 resolved it, else from
-        `settings.quality`) and the one noise field drawn (or `noise`, rank 0's, on a worker)."""
+        `settings.quality`); the noise field is rank 0's `noise` (a worker) or drawn by `load`."""
         plan = plan_decode(tuple(latent.shape[2:]), settings.tile_sizes(DIFFUSION_TILE_CAP), (0, 0, 0), geometry)
         decoder = vae.first_stage_model.decoder
         layers = read_layers(decoder)
@@ -108,9 +114,7 @@ class DiffusionDecode:
         stage5 = (None if context[0] >= reach5[0] else context[0], None if context[1] >= reach5[1] else context[1])
         shape = (latent.shape[0], *plan.pixel_shape, layers_out(decoder))
         pixel_shape = (latent.shape[0], layers_out(decoder), *plan.pixel_shape)
-        if noise is None:
-            noise = decode_noise(vae, latent, pixel_shape)
-        if tuple(noise.shape) != pixel_shape:
+        if noise is not None and tuple(noise.shape) != pixel_shape:
             raise VaeDecodeError(f"the decode noise has shape {tuple(noise.shape)}, the decode needs {pixel_shape}")
         log.info("LTX-2.5 diffusion decoder: reach %s latent cells in space, %s in time; stage 5 %s",
                  reach.space.context, reach.time.context,
@@ -140,17 +144,22 @@ class DiffusionDecode:
         return out
 
     # -- compute ---------------------------------------------------------------------------------------------
+    def memory(self, device_memory: int | None = None) -> DecodeMemory:
+        """The pack's accounting (`ltx.vae.memory.diffusion_memory`; the same on any device)."""
+        return diffusion_memory(self)
+
     def load(self) -> None:
-        """Load the VAE on its device (ComfyUI's model management) with room for the largest tile's stage 5."""
+        """Load the VAE on its device (ComfyUI's model management) with room for the largest tile and the noise
+        field drawn there (`memory().work`), then draw the noise field if no rank gave it."""
         import comfy.model_management as mm
 
         vae = self.vae
-        tokens = max(math.prod(b[2][1] - b[2][0] + 1 for b in self.spans(t)) for t in self.plan.pixels.tiles)
-        width = max(int(vae.first_stage_model.decoder.context_channels), 1)
-        need = tokens * width * 12 * torch.empty((), dtype=vae.vae_dtype).element_size()
-        mm.load_models_gpu([vae.patcher], memory_required=need,
+        mm.load_models_gpu([vae.patcher], memory_required=self.memory().work,
                            force_full_load=bool(getattr(vae, "disable_offload", False)))
         self._loaded = True
+        if self.noise is None:
+            pixel_shape = (self.latent.shape[0], layers_out(vae.first_stage_model.decoder), *self.plan.pixel_shape)
+            self.noise = decode_noise(vae, self.latent, pixel_shape)
 
     def _run_head(self, latent_span: Span) -> tuple[Span, torch.Tensor]:
         """Stages 1-3 over the whole frame for latent frames `latent_span`: (stage-3 frames it holds, channels-last
@@ -237,8 +246,9 @@ class DiffusionDecode:
         crop = tuple(slice(i.start - s, i.end - s) for i, s in zip(tile.intervals, starts))
         return pixels[(Ellipsis, *crop)]
 
-    def decode_tile(self, tile: Tile) -> torch.Tensor:
-        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, on the compute device."""
+    def decode_raw(self, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s pixels before `process_output`, (batch, channels, *tile.shape) in the VAE's dtype, cropped
+        on the VAE's device (a view)."""
         import comfy.model_management as mm
 
         if not self._loaded:
@@ -247,8 +257,11 @@ class DiffusionDecode:
         device_context = getattr(mm, "cuda_device_context", None)
         with torch.inference_mode():
             with device_context(self.vae.device) if device_context is not None else contextlib.nullcontext():
-                block = self.decode_block(tile)
-            return self.vae.process_output(block.float())
+                return self.decode_block(tile).to(self.vae.vae_dtype)
+
+    def decode_tile(self, tile: Tile) -> torch.Tensor:
+        """Tile `tile`'s processed pixels (batch, channels, *tile.shape), unweighted, fp32 on the CPU."""
+        return processed(self.vae, self.decode_raw(tile))
 
 
 def self_check(vae: Any, layers: DiffusionLayers) -> None:

@@ -49,6 +49,9 @@ class DiffusionLayers:
     patch: int
     pad: int
     """Latent frames repeated after the last one through stages 1-4."""
+    channels: tuple[int, ...] = ()
+    """Width of every stage, the diffusion stage's last; then the pixel channels of a stage-5 position (out
+    channels x patch^2). For the memory accounting (`ltx.vae.memory`)."""
 
     @property
     def split(self) -> int:
@@ -110,9 +113,11 @@ def read_layers(decoder: torch.nn.Module) -> DiffusionLayers:
         diffusion = {_kernel(b) for b in decoder.diff_blocks}
         steps = int(decoder.default_inference_timesteps.shape[0])
         output = str(decoder.model_output_type)
+        channels = (*(int(stage[0].attn.dim) for stage in stages), int(decoder.context_channels),
+                    int(decoder.conv_in_x_t.in_features))
         layers = DiffusionLayers(kernels, tuple(len(s) for s in stages), strides, diffusion.pop(),
                                  len(decoder.diff_blocks), steps, int(decoder.patch_size),
-                                 int(decoder.trailing_pad_latent_frames))
+                                 int(decoder.trailing_pad_latent_frames), channels)
     except (AttributeError, TypeError, ValueError, IndexError, KeyError) as e:
         raise VaeDecodeError(f"this LTX-2.5 diffusion decoder is not laid out as the tiled decode knows ({e}); "
                              f"decode it with ComfyUI's VAE Decode instead") from e

@@ -1,14 +1,16 @@
 """One tiled decode as another rank receives it (`DecodeJob`), and the VAE's replica on a worker rank: what
-the tiled decode reads of a ComfyUI VAE, rebuilt without ComfyUI's lambdas.
+the tiled decode reads of a ComfyUI VAE, rebuilt without ComfyUI's lambdas and without rank 0's loader state.
 
-A ComfyUI VAE holds lambdas and ComfyUI 0.3.x's `VideoVAE` does not keep its config, so the recipe is the
-module itself, which the group pickles with placeholders for its weights (they follow by broadcast), plus a
-`VaeSpec` (the plain attributes the decode reads). Only rank 0 holds the frames: a worker sends each tile's
-window-weighted pixels as soon as it has decoded it.
+The replica's module is built clean on the worker (`ModuleRecipe`): from its class and the constructor config
+ComfyUI keeps on it (`VideoVAE.config` from ComfyUI 0.2x on, `CausalDiffusionVAE.config`), or, where ComfyUI keeps
+none (0.3.x's VideoVAE), from its module tree with nothing a ComfyUI model patcher put on it. Its weights follow by
+broadcast. Only rank 0 holds the frames: a worker sends each tile's raw pixels (the VAE's dtype, cropped) once rank
+0 receives them, and rank 0 processes and blends them as it does its own.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,16 +21,72 @@ import torch
 from ...multigpu.api import Replica
 from ...tiling import LatentGeometry, Tile
 from ...tiling.ranks import TileRanks
-from ..errors import VaeDecodeError
 from ..replica import PatcherReplica
 from .decoder import prepare_decode
 from .inputs import vae_geometry
+from .pixels import pixels_on
 from .settings import DecodeSettings
 
+PATCHER_STATE = frozenset({
+    # ComfyUI's estimate-based model patcher (every version)
+    "comfy_cast_weights", "prev_comfy_cast_weights", "comfy_force_cast_weights", "comfy_patched_weights",
+    "weight_function", "bias_function", "device", "model_lowvram", "lowvram_patch_counter",
+    "model_loaded_weight_memory", "model_offload_buffer_memory", "current_weight_patches_uuid", "current_patcher",
+    "skip_injection",
+    # Dynamic VRAM (ComfyUI 0.2x on: ModelPatcherDynamic and comfy.ops)
+    "dynamic_vbars", "dynamic_pins", "dynamic_patchers", "seed_key", "_pin_state", "_v", "_v_signature",
+    "_v_weight", "_v_bias", "_prefetch", "weight_lowvram_function", "bias_lowvram_function",
+})
+"""Attributes ComfyUI's model loaders put on a module and its layers (`comfy/model_patcher.py`, `comfy/ops.py`):
+loader state, never part of what the module computes. `*_comfy_model_dtype` (comfy.sd's record of the dtypes it
+loaded) is dropped too: a worker's replica is loaded by its own patcher."""
 
-def image_output(image: torch.Tensor) -> torch.Tensor:
-    """The map ComfyUI's image VAEs apply to decoded pixels: [-1, 1] -> [0, 1], clamped."""
-    return ((image + 1.0) / 2.0).clamp(0.0, 1.0)
+
+def _loader_state(name: str) -> bool:
+    return name in PATCHER_STATE or name.endswith("_comfy_model_dtype")
+
+
+def _skeleton(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `module`'s tree holding its own state (parameters, buffers, settings) and no loader state."""
+    copy = type(module).__new__(type(module))
+    copy.__dict__.update({k: v for k, v in vars(module).items() if not _loader_state(k)})
+    copy._modules = {name: None if child is None else _skeleton(child) for name, child in module._modules.items()}
+    return copy
+
+
+@dataclass(frozen=True)
+class ModuleRecipe:
+    """How a worker builds a clean copy of a VAE's module: `kind(config=config)` on the meta device with rank 0's
+    non-persistent buffers (`extras`, small), or, for a module that keeps no config, its `skeleton` (pickled with
+    placeholders for its weights). Either way its weights are loaded from rank 0's broadcast."""
+
+    kind: type | None
+    config: dict | None
+    extras: dict[str, torch.Tensor]
+    skeleton: torch.nn.Module | None
+
+    @classmethod
+    def of(cls, module: torch.nn.Module) -> "ModuleRecipe":
+        config = getattr(module, "config", None)
+        if isinstance(config, dict) and "config" in inspect.signature(type(module)).parameters:
+            held = {k: tuple(t.shape) for k, t in module.state_dict().items()}
+            with torch.device("meta"):
+                built = type(module)(config=config)
+            if {k: tuple(t.shape) for k, t in built.state_dict().items()} == held:
+                extras = {k: t for k, t in module.named_buffers() if k not in held}
+                return cls(type(module), config, extras, None)
+        return cls(None, None, {}, _skeleton(module))
+
+    def build(self) -> torch.nn.Module:
+        """The module, its weights on the meta device until loaded, in eval mode."""
+        if self.skeleton is not None:
+            return self.skeleton.eval()
+        with torch.device("meta"):
+            module = self.kind(config=self.config)
+        for key, value in self.extras.items():
+            owner, _, name = key.rpartition(".")
+            module.get_submodule(owner)._buffers[name] = value
+        return module.eval()
 
 
 @dataclass(frozen=True)
@@ -46,29 +104,25 @@ class VaeSpec:
 
 @dataclass(frozen=True)
 class VaeRecipe:
-    """A VAE's module (pickled with placeholders for its weights) and its spec."""
+    """A VAE's module recipe and its spec."""
 
-    module: torch.nn.Module
+    module: ModuleRecipe
     spec: VaeSpec
 
     @classmethod
     def of(cls, vae: Any) -> "VaeRecipe":
-        probe = torch.linspace(-1.5, 1.5, 121)
-        if not torch.equal(vae.process_output(probe.clone()), image_output(probe)):
-            raise VaeDecodeError("this VAE maps its decoded pixels in a way the worker ranks cannot reproduce; "
-                                 "disconnect tdp_group from the tiled VAE decode to decode on this machine")
         channels = int(vae.latent_channels)
-        return cls(vae.first_stage_model, VaeSpec(
+        return cls(ModuleRecipe.of(vae.first_stage_model), VaeSpec(
             vae_geometry(vae), channels, int(getattr(vae, "output_channels", 3)), vae.vae_dtype,
             float(vae.memory_used_decode((1, channels, 1, 1, 1), vae.vae_dtype)),
             bool(getattr(vae, "disable_offload", False))))
 
     def build(self, device: torch.device) -> Replica:
-        """A VaeReplica of the module (meta weights until loaded), its weights waiting between decodes on
+        """A VaeReplica of a clean module (meta weights until loaded), its weights waiting between decodes on
         ComfyUI's VAE offload device."""
         import comfy.model_management as mm
 
-        module = self.module.eval()
+        module = self.module.build()
         return Replica(VaeReplica(module, self.spec, device), module, mm.vae_offload_device())
 
 
@@ -92,14 +146,11 @@ class VaeReplica:
     def memory_used_decode(self, shape: tuple[int, ...], dtype: torch.dtype) -> float:
         return self.decode_bytes_per_cell * math.prod(shape[2:])
 
-    @staticmethod
-    def process_output(image: torch.Tensor) -> torch.Tensor:
-        return image_output(image)
-
 
 @dataclass(frozen=True)
 class DecodeJob:
-    """One tiled decode as a worker rank runs it: the same `prepare_decode` as rank 0, tile by tile."""
+    """One tiled decode as a worker rank runs it: the same `prepare_decode` as rank 0, tile by tile (a
+    multigpu.api.GatherJob). Its latent and noise travel after the job's pickle, not inside it."""
 
     latent: torch.Tensor
     settings: DecodeSettings
@@ -107,13 +158,18 @@ class DecodeJob:
     """(time, space) context, as rank 0 resolved it (`TiledDecode.context`)."""
     noise: torch.Tensor | None = None
     """The decode noise as rank 0 drew it where other ranks must take it (`TiledDecode.noise`: LTX-2.5's
-    diffusion decoder, whose generator's numbers depend on the device), so every rank's tiles slice the one
-    field the untiled decode draws."""
+    diffusion decoder, whose CUDA generator's numbers depend on the device's model), so every rank's tiles slice
+    the one field the untiled decode draws."""
+    tile_lead: tuple[int, ...] = (1, 3)
+    """(batch, channels) of what a worker sends for a tile: its raw pixels, (*tile_lead, *tile.shape)."""
+    tile_dtype: torch.dtype = torch.float32
+    """The VAE's dtype, the raw pixels' own."""
 
-    def tiles(self, vae: Any) -> Callable[[Tile], torch.Tensor]:
-        """tile -> its window-weighted pixels (batch, channels, *tile.shape), fp32 on the CPU."""
+    def tiles(self, vae: Any, device: torch.device) -> Callable[[Tile], torch.Tensor]:
+        """tile -> its raw pixels (before `process_output`, unweighted), contiguous on `device`."""
         decode = prepare_decode(vae, self.latent, self.settings, self.context, self.noise)
-        return lambda tile: decode.decode_tile(tile).to(device="cpu", dtype=torch.float32) * tile.window()
+        decode.pixels_to = torch.device(device)
+        return lambda tile: pixels_on(decode.decode_raw(tile).to(self.tile_dtype), device)
 
 
 def vae_ranks(group: Any, vae: Any) -> TileRanks:

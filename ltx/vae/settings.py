@@ -31,12 +31,13 @@ LTX-2 decoder with random weights, 640 x 128 px with one tile border across it (
 
 PRESETS = {p.name: p for p in QUALITY_PRESETS}
 
-DIFFUSION_TILE_CAP = (128, 1024)
+DIFFUSION_TILE_CAP = (128, 512)
 """(time, space), in frames and pixels: the largest tile LTX-2.5's diffusion decoder decodes at once; larger tile
-settings are lowered to it (at the `exact` quality the tile size changes no pixel). Its stage 5 keeps about six tensors of
-256 channels per position of a tile plus its 40 positions of reach on every side: about 31 GB in bf16 for the
-largest of the 3 x 4 tiles of a 3840 x 2176 x 121 clip, which decodes 1.6 times the clip's stage-5 positions
-(docs/vae-decode.md has the other sizes)."""
+settings are lowered to it (at the `exact` quality the tile size changes no pixel). Chosen so that the node's defaults
+fit a 24 GB card at 3840 x 2176 x 121 by the pack's accounting (`TiledDecode.memory`): stage 5 keeps about seven
+tensors of 256 channels per position of a tile plus its 40 positions of reach on every side, 18.0 GiB on the GPU
+with the VAE's weights for the largest of the 5 x 8 tiles (1024 px tiles: 36.3 GiB, for 36 % fewer stage-5
+positions; docs/vae-decode.md has the other sizes)."""
 
 
 @dataclass(frozen=True)

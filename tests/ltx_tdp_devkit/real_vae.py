@@ -111,3 +111,36 @@ def builds_ltx2_vae() -> bool:
     except Exception:  # an older VideoVAE refuses the block names with a ValueError / KeyError
         return False
     return True
+
+
+CARD_GIB = {"24 GB": 24, "12 GB": 12}
+"""The cards the tiled decode's accounting is checked for, with their memory in GiB."""
+
+CARD_SETTINGS = {
+    ("LTX-2", "24 GB"): {}, ("LTX-2", "12 GB"): {},
+    ("LTX-2.5", "24 GB"): {}, ("LTX-2.5", "12 GB"): {"spatial_tile": 256},
+}
+"""The tiled decode node's inputs (beyond its defaults) that fit a 4K clip (3840 x 2176 x 121) on each card by the
+pack's accounting (docs/vae-decode.md, tests/ltx/vae/test_decode_memory.py, bench/memory_4k.py)."""
+
+RESERVE_GIB = 1.0
+"""What a card keeps beside the decode's own accounting: the CUDA context and ComfyUI's reserve."""
+
+
+def accounting_vae(model: str, dtype: torch.dtype = torch.bfloat16):
+    """The LTX-2 or LTX-2.5 VAE at its published configuration on the meta device (no memory), behind the stand-in
+    a worker rank decodes with (`ltx.vae.job.VaeReplica`: what the tiled decode reads of a ComfyUI VAE), for the
+    pack's memory accounting (`TiledDecode.memory`)."""
+    from ltx_tdp.ltx.vae.job import VaeReplica, VaeSpec
+    from ltx_tdp.tiling import LTX_GEOMETRY
+
+    with torch.device("meta"):
+        if model == "LTX-2":
+            from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
+
+            module = VideoVAE(config=json.loads(json.dumps(LTX2_VAE_CONFIG)))
+        else:
+            from comfy.ldm.lightricks.vae.na_diffusion_decoder import CausalDiffusionVAE
+
+            module = CausalDiffusionVAE(config=None)  # ComfyUI's published LTX-2.5 configuration
+    return VaeReplica(module.to(dtype).eval(), VaeSpec(LTX_GEOMETRY, 128, 3, dtype, 0.0, False), torch.device("cpu"))

@@ -81,9 +81,10 @@ class OneProcessGroup:
     def ranks(self, kind: str, source: Any) -> "OneProcessGroup":
         return self
 
-    def gather(self, job, partial, plan, out) -> None:
+    def gather(self, job, partial, plan, add) -> None:
         self.job, self.plan = job, plan
+        before = None
         for rank in range(self.world):
+            out = partial(rank, self.world, None)  # the output, with the tiles of ranks 0..rank blended (from zeros)
+            self.parts.append(out.clone() if before is None else out - before)
             before = out.clone()
-            partial(rank, self.world, None)
-            self.parts.append(out - before)

@@ -1,7 +1,8 @@
 """A worker starts each collective only when rank 0 is about to run it, so a slow rank 0 never runs out a
 worker's timer: the weights arrive one broadcast at a time (NCCL times an operation from when it is queued,
-and a synchronous NCCL call returns as soon as it is queued), and a model call's all_reduce is entered once
-rank 0 has finished its own tiles, however much longer than the timeout its extra tile takes.
+and a synchronous NCCL call returns as soon as it is queued), a model call's all_reduce is entered once
+rank 0 has finished its own tiles, however much longer than the timeout its extra tile takes, and a decoded
+tile is sent once rank 0 receives it, however long rank 0's own tile before it takes.
 
 The first test mocks NCCL (no GPU here): `torch.distributed.broadcast` is replaced by a queue that, like
 NCCL's, returns at once and completes an operation only when it is waited for; it counts how many
@@ -18,7 +19,8 @@ import torch
 import torch.distributed as dist
 
 from ltx_tdp_devkit.fault_probes import fault_latent, on_rank0_tile
-from ltx_tdp_devkit.ltx_helpers import call_model, tdp_2x2
+from ltx_tdp_devkit.ltx_helpers import call_model, load_vae, randn, tdp_2x2
+from ltx_tdp_devkit.vae_helpers import tiled
 
 pytestmark = pytest.mark.distributed
 
@@ -91,5 +93,33 @@ def test_a_worker_waits_for_rank_0s_extra_tile_however_long_before_the_all_reduc
     err = (got - want).abs().max().item()
     assert err <= 1e-6, f"the group's call differs from single-process by {err:.3e}"
     assert group.session() is session and session.stats["timeouts"] == 0, \
+        f"the group did not survive rank 0's slow tile ({session.stats['timeouts']} timeouts)"
+    group.shutdown()
+
+
+def test_a_worker_sends_its_decoded_tile_only_when_rank_0_receives_it_however_long_rank_0s_tile_takes(
+        comfy, model_names, group_factory):
+    """2 x 2 x 2 decode tiles on 2 ranks: after its first tile rank 0 takes longer than the group timeout. The
+    worker has decoded its first tile long before; it must not queue (NCCL) or start (gloo) its send meanwhile,
+    where the operation's timer runs out."""
+    timeout_s = 5.0
+    vae = load_vae(model_names)
+    x = randn(1, 128, 4, 4, 4, seed=1)
+    settings = dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8, context=1)
+    want = tiled(vae, x, **settings)
+    group = group_factory(2, timeout_s=timeout_s)
+    tiled(vae, x, group=group, **settings)  # the worker gets the VAE first
+    session = group.session()
+    slow: list[int] = []
+
+    def after_rank0_tile(done: int, total: int) -> None:
+        if not slow:
+            slow.append(done)
+            time.sleep(timeout_s + 3)
+
+    got = tiled(vae, x, group=group, progress=after_rank0_tile, **settings)
+    err = (got - want).abs().max().item()
+    assert err <= 1e-6, f"the group's decode differs from single-process by {err:.3e}"
+    assert slow and group.session() is session and session.stats["timeouts"] == 0, \
         f"the group did not survive rank 0's slow tile ({session.stats['timeouts']} timeouts)"
     group.shutdown()

@@ -22,17 +22,18 @@ LATENT = (1, 128, 4, 8, 8)  # 25 frames of 256 x 256: 4 x 4 x 2 tiles
 def test_a_decoding_worker_holds_one_tile_not_the_clip(comfy, comfy_dir, model_names, group_factory, tmp_path):
     from ltx_tdp.ltx.vae import decode_tiled
     from ltx_tdp.ltx.vae.decoder import prepare_decode
+    from ltx_tdp.ltx.vae.pixels import pixels_on
 
     vae = load_vae(model_names)
     x = randn(*LATENT, seed=4)
     decode = prepare_decode(vae, x, SETTINGS)
     tiles = decode.plan.pixels.tiles
-    decode.decode_tile(tiles[0])  # warm up: loading the VAE is not a tile's decode
+    decode.decode_raw(tiles[0])  # warm up: loading the VAE is not a tile's decode
     tile_peak = 0
-    for tile in tiles:  # the largest decode of any one tile, weighted as a worker sends it
+    for tile in tiles:  # the largest decode of any one tile, as a worker sends it (raw pixels, contiguous)
         one_tile = PeakTensorBytes()
         with one_tile, torch.inference_mode():
-            decode.decode_tile(tile).to("cpu", torch.float32) * tile.window()
+            pixels_on(decode.decode_raw(tile), "cpu")
         tile_peak = max(tile_peak, one_tile.peak)
     tile_bytes = 4 * LATENT[0] * 3 * max(t.window().numel() for t in tiles)
     frames_bytes = 4 * torch.Size(decode.output_shape).numel()

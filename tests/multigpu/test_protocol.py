@@ -108,3 +108,31 @@ def test_a_worker_that_builds_another_module_names_the_weights_and_still_takes_e
     with pytest.raises(TDPGroupError, match=r"has no weights named 0\.weight"):
         _transfer(source, torch.nn.Sequential(torch.nn.Identity(), torch.nn.Linear(4, 4)), monkeypatch)
     _transfer(source, None, monkeypatch)  # after a failed build: every broadcast is still taken
+
+
+def test_a_jobs_large_tensors_travel_after_its_pickle_straight_from_and_into_the_tensors(monkeypatch):
+    """A decode's noise field (6 GB at 4K) must not become a pickle's bytes (and their copies) on either side: the
+    pickle holds none of its bytes, rank 0 sends the tensor itself chunk by chunk, and the worker's empty tensor is
+    filled in place, bit for bit. The broadcast is a queue here (the real one runs in the group tests); the size
+    limits are scaled down (1 KiB and more travels after the pickle, in chunks of 4 KiB)."""
+    from ltx_tdp.multigpu import wire as W
+    from ltx_tdp.multigpu.band import receive_band, send_band
+
+    monkeypatch.setattr(W, "BAND_MIN_BYTES", 1024)
+    monkeypatch.setattr(W, "BAND_CHUNK_BYTES", 4096)
+    noise = torch.randn(3, 4096 // 2 + 5, dtype=torch.bfloat16)  # 3 chunks and a bit
+    job = {"noise": noise, "latent": torch.randn(4, 5), "seed": 3}
+    band: list[torch.Tensor] = []
+    data = W.dumps(job, band=band)
+    assert len(band) == 1 and band[0] is noise, "the large tensor was copied, or not set aside"
+    assert len(data) < noise.numel() * 2, f"the pickle holds {len(data)} bytes: the noise field's bytes went into it"
+    wire: list[torch.Tensor] = []
+    sent = send_band(band, lambda chunk: wire.append(chunk.clone()), torch.device("cpu"))
+    held: list[torch.Tensor] = []
+    back = W.loads(data, band=held)
+    assert held[0] is back["noise"] and held[0].dtype == torch.bfloat16, "the worker's place is not the job's tensor"
+    place = held[0].data_ptr()
+    receive_band(held, lambda chunk: chunk.copy_(wire.pop(0)), torch.device("cpu"))
+    assert sent == noise.numel() * 2 and len(W.band_chunks(noise)) == 4, f"{sent} bytes in {len(W.band_chunks(noise))}"
+    assert torch.equal(back["noise"], noise) and back["noise"].data_ptr() == place, "not filled in place, bit for bit"
+    assert torch.equal(back["latent"], job["latent"]) and back["seed"] == 3

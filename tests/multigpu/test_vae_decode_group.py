@@ -5,6 +5,7 @@ group serving, and a worker killed mid-decode fails the decode in time with its 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -37,7 +38,7 @@ def vae(comfy, model_names):
     return load_vae(model_names)
 
 
-def _tiny_vae(seed: int, **config):
+def _tiny_vae(seed: int, dtype=None, **config):
     """Another tiny LTX VAE (ComfyUI's own comfy.sd.VAE) with weights from `seed` and config overrides."""
     import comfy.sd
     from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
@@ -53,7 +54,7 @@ def _tiny_vae(seed: int, **config):
             sd[key] = torch.zeros_like(t)
         else:
             sd[key] = (torch.randn(t.shape, generator=gen) * 0.1).to(t.dtype) if t.is_floating_point() else t
-    return comfy.sd.VAE(sd=sd, metadata={"config": json.dumps({"vae": cfg})})
+    return comfy.sd.VAE(sd=sd, metadata={"config": json.dumps({"vae": cfg})}, dtype=dtype)
 
 
 def _single(vae, x, **kw) -> torch.Tensor:
@@ -100,6 +101,22 @@ def test_a_new_vae_reaches_the_workers_and_the_old_one_comes_back(vae, group_fac
     again = _over(group, vae, x, **settings)
     err_back = (again - first).abs().max().item()
     assert err_back <= LIMIT, f"the first VAE again differs from its first decode by {err_back:.3e}"
+
+
+def test_a_worker_sends_each_tile_raw_in_the_vaes_dtype_into_one_receive_buffer_at_a_time(comfy, group_factory):
+    """Rank 0 receives a worker's tile as its decoder gave it (bf16 here: half the bytes of the processed fp32
+    tile), one tile's buffer at a time, and processes and weighs it as it does its own."""
+    group = group_factory(2)
+    half = _tiny_vae(seed=3, dtype=torch.bfloat16)
+    shape, settings = LAYOUTS["2x2x2-tiles"]
+    x = randn(1, 128, *shape, seed=6)
+    group.session().stats["receive_bytes"] = 0  # the largest so far: earlier tests' fp32 VAE used this group
+    multi = _over(group, half, x, **settings)
+    err = (multi - _single(half, x, **settings)).abs().max().item()
+    assert err <= LIMIT, f"bf16 VAE: 2 ranks differ from single-process by {err:.3e}"
+    largest = max(math.prod(t.shape) for t in plan(half, x, **settings).pixels.tiles_for_rank(1, 2))  # the worker's
+    received = group.session().stats["receive_bytes"]
+    assert received == 3 * largest * 2, f"rank 0's receive buffer held {received} bytes; a bf16 tile, {3 * largest * 2}"
 
 
 def test_a_timestep_conditioned_vae_gives_every_rank_the_same_decode_noise(group_factory):

@@ -1,11 +1,13 @@
 """LTX TDP Tiled VAE Decode as a node, in-process: bit-identical to VAEDecode for one tile, its inputs reach the
-decode, its default quality is exact, and a connected one-rank group decodes like none."""
+decode, its default quality is exact, it logs its memory estimate, and a connected one-rank group decodes like
+none."""
 
 from __future__ import annotations
 
 import torch
 
 from ltx_tdp_devkit.vae_helpers import DECODE, latent, plan, psnr, reach_cells, tiled
+from ltx_tdp_devkit.vae_helpers import settings as settings_of
 
 
 def test_the_node_output_is_bit_identical_to_vae_decode_node_for_one_tile(comfy, vae):
@@ -16,6 +18,22 @@ def test_the_node_output_is_bit_identical_to_vae_decode_node_for_one_tile(comfy,
     (got,) = comfy.run_node(TiledVAEDecodeNode, vae=vae, samples=samples, **DECODE)
     assert tuple(got.shape) == (9, 64, 96, 3), f"IMAGE shape {tuple(got.shape)}"
     assert torch.equal(got, want), f"max difference {(got - want).abs().max().item():.3e}"
+
+
+def test_the_node_logs_its_memory_estimate_before_it_decodes(comfy, vae, caplog):
+    import logging
+
+    from ltx_tdp.ltx.vae.decoder import prepare_decode
+    from ltx_tdp.nodes.tiled_vae_decode import TiledVAEDecodeNode
+
+    x = latent(2, 4, 6, seed=3)
+    settings = dict(spatial_tile=96, spatial_overlap=32, temporal_tile=4096, temporal_overlap=0)
+    estimate = prepare_decode(vae, x, settings_of(**settings)).memory().describe()
+    with caplog.at_level(logging.INFO, logger="ltx_tdp"):
+        comfy.run_node(TiledVAEDecodeNode, vae=vae, samples={"samples": x}, **settings)
+    lines = [r.getMessage() for r in caplog.records if "memory:" in r.getMessage()]
+    assert len(lines) == 1 and estimate in lines[0], f"logged {lines}; the estimate is {estimate}"
+    assert "GPU" in estimate and "largest tile" in estimate and "system memory" in estimate, estimate
 
 
 def test_the_nodes_context_cells_input_reaches_the_decode(comfy, vae):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_tdp_devkit.vae_helpers import (OneProcessGroup, borders, latent, plan, psnr, reach_cells, seam_ratio, tiled,
-                                        untiled)
+from ltx_tdp_devkit.vae_helpers import (OneProcessGroup, borders, latent, plan, psnr, reach_cells, seam_ratio, settings,
+                                        tiled, untiled)
 
 
 def test_one_tile_covering_everything_is_bit_identical_to_vae_decode(vae):
@@ -80,16 +80,41 @@ def test_ranks_partial_sums_add_up_to_the_full_decode_and_the_job_gives_each_ran
     total = two.parts[0] + two.parts[1]
     assert torch.allclose(total, full, rtol=0, atol=1e-6), f"off by {(total - full).abs().max().item():.2e}"
     assert all(p.abs().max() > 0.1 for p in two.parts), "a rank with tiles added nothing"
-    weighted_tile = two.job.tiles(vae)  # what a worker rank runs for its tiles
+    from ltx_tdp.ltx.vae.pixels import processed
+    from ltx_tdp.tiling import add_tile
+
+    raw_tile = two.job.tiles(vae, torch.device("cpu"))  # what a worker rank runs for its tiles, and sends
     for rank, part in enumerate(two.parts):
         sent = torch.zeros_like(full)
         for tile in two.plan.tiles_for_rank(rank, 2):
-            sent[(Ellipsis, *tile.slices)] += weighted_tile(tile)
+            add_tile(sent, tile, processed(vae, raw_tile(tile)))  # what rank 0 makes of them
         err = (sent - part).abs().max().item()
         assert err <= 1e-6, f"rank {rank}: the job's tiles differ from the rank's partial sum by {err:.2e}"
     eight = OneProcessGroup(8)  # 4 tiles, 8 ranks: rank 7 has none
     tiled(vae, x, group=eight, **settings)
     assert not eight.parts[7].any(), "a rank without tiles must add nothing"
+
+
+def test_a_tile_leaves_the_decoder_cropped_in_the_vaes_dtype_and_is_processed_as_vae_decode_does(comfy, model_names):
+    """A bf16 VAE: what a tile's decode hands on is its crop (not the decoded block with its context) in bf16 (not
+    a 4-byte copy), and processed in fp32 in system memory it gives VAE.decode's frames bit for bit."""
+    import comfy.sd
+    import comfy.utils
+    import folder_paths
+    from ltx_tdp.ltx.vae.decoder import prepare_decode
+
+    sd, meta = comfy.utils.load_torch_file(folder_paths.get_full_path_or_raise("vae", model_names["vae"]),
+                                           return_metadata=True)
+    half = comfy.sd.VAE(sd=sd, metadata=meta, dtype=torch.bfloat16)
+    x = latent(2, 4, 6, seed=8)
+    decode = prepare_decode(half, x, settings(spatial_tile=96, spatial_overlap=32, context=2))
+    for tile in decode.plan.pixels.tiles:
+        raw = decode.decode_raw(tile)
+        assert raw.dtype == torch.bfloat16 and tuple(raw.shape) == (1, 3, *tile.shape), \
+            f"tile {tile.index}: {raw.dtype} {tuple(raw.shape)}, the tile is {tile.shape}"
+    got, want = tiled(half, x), untiled(half, x)
+    assert got.dtype == torch.float32 and torch.equal(got, want), \
+        f"one bf16 tile vs VAE.decode: max difference {(got - want).abs().max().item():.3e}"
 
 
 def test_timestep_conditioned_decode_noise_is_one_seeded_field_shared_by_overlapping_tiles(noisy_vae):

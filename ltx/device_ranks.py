@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import torch
 
 from ..tiling.plan import TilePlan
-from ..tiling.ranks import Partial
+from ..tiling.ranks import AddTile, Partial
 from .progress import check_interrupt
 
 
@@ -120,7 +120,7 @@ class DeviceRanks:
             raise ValueError("DeviceRanks.reduce: no device ran a unit")
         return total
 
-    def gather(self, job: Any, partial: Partial, plan: TilePlan, out: torch.Tensor) -> None:
+    def gather(self, job: Any, partial: Partial, plan: TilePlan, add: AddTile) -> None:
         """This device alone: ComfyUI holds a VAE on one device only (Select VAE Device moves it; nothing holds
         one VAE on several), so a decode's tiles are not spread over devices."""
         partial(0, 1, None)

@@ -13,12 +13,12 @@ import json
 import logging
 import os
 import statistics
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import nan
 from pathlib import Path
 
 import torch
+from ltx_tdp_devkit.core_multigpu import torch_threads
 
 from ..quality import data
 from ..quality.metrics import highpass_energy, psnr, seam_score
@@ -91,14 +91,9 @@ class Results:
     timing: dict = field(default_factory=dict)
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    saved = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
+def one_thread() -> contextlib.AbstractContextManager[None]:
+    """torch computes with THREADS threads within the block (the devkit's one thread-count switch)."""
+    return torch_threads(THREADS)
 
 
 def edges(layouts: list[list[Weighted]], n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -113,12 +113,8 @@ def comfy_server(comfy_dir: Path, comfy_base: Path):
     """A headless ComfyUI with this pack and the test node pack, torn down after the session."""
     import sys
 
-    server = ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable)
-    server.start()
-    try:
+    with ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -52,13 +52,9 @@ def two_device_server(comfy_dir, comfy_base):
     """A headless ComfyUI of its own whose test node pack fakes two CPU devices (HARDWARE MOCK)."""
     if not (comfy_dir / "comfy" / "multigpu.py").is_file():
         pytest.skip(f"{SKIP_REASON}: {comfy_dir}")
-    server = ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable,
-                         log_path=comfy_base / "server_two_devices.log", env={FAKE_DEVICES_ENV: "2"})
-    server.start()
-    try:
+    with ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable,
+                     log_path=comfy_base / "server_two_devices.log", env={FAKE_DEVICES_ENV: "2"}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,13 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @pytest.fixture(scope="module")
 def fp8_ltxv(comfy):
-    """A tiny LTXV with 128-wide layers, stored in fp8 by UNETLoader (computed in fp32 on a CPU)."""
+    """A tiny LTXV with 128-wide layers, stored in fp8 by UNETLoader (computed in fp32 on a CPU). Skips on a
+    ComfyUI without Dynamic VRAM (0.3.x has no `ModelPatcherDynamic`; the pack then never meets it)."""
     import folder_paths
+    from comfy import model_patcher  # not `import comfy.…`: `comfy` is the fixture here
+
+    if not hasattr(model_patcher, "ModelPatcherDynamic"):
+        pytest.skip("this ComfyUI has no Dynamic VRAM (comfy.model_patcher.ModelPatcherDynamic, ComfyUI 0.2x+)")
 
     from ltx_tdp_devkit.tiny_models import build_ltxv
 

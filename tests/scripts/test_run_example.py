@@ -32,7 +32,9 @@ MIN_GAIN_DB = 2.0
 @pytest.fixture(scope="module")
 def main_job(comfy_dir: Path, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("main_job") / "tdp_output"
-    env = {**os.environ, "COMFYUI_DIR": str(comfy_dir)}  # the tree under test, set up already: no second copy
+    # COMFYUI_DIR: the tree under test, set up already (no second copy). TMPDIR: the server's base directory is
+    # made under it, so this test knows its own server from another run's on the same machine.
+    env = {**os.environ, "COMFYUI_DIR": str(comfy_dir), "TMPDIR": str(out.parent)}
     proc = subprocess.run(["bash", "scripts/run_example.sh", str(out)], cwd=PACK_ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, f"run_example.sh failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -87,6 +89,7 @@ def test_the_prompt_it_sent_refines_with_the_packs_nodes_and_no_server_is_left(m
         assert node in types, f"the prompt it sent has no {node}: {types}"
     tiling = next(n["inputs"] for n in prompt.values() if n["class_type"] == "LTXTDPTileConfig")
     assert (tiling["height_tiles"], tiling["width_tiles"]) == (2, 2), tiling
+    base = f"{out.parent}/ltx-tdp-example."  # this run's server, whatever else runs on the machine
     servers = [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
-               if "ltx-tdp-example." in line and "main.py" in line]
+               if base in line and "main.py" in line]
     assert not servers, f"a ComfyUI server of the example is still running: {servers}"

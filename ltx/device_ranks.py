@@ -127,11 +127,13 @@ class DeviceRanks:
 
     def _outcome(self, share: DeviceShare, stop: _StopFlag, partial_on: Callable[[torch.device], Partial],
                  calling: bool = False) -> _Outcome:
-        """Run a share in the calling thread (this device's, or another's when there is no pool)."""
+        """Run a share in the calling thread (this device's, or another's when there is no pool). Every exception
+        is kept, ComfyUI's InterruptProcessingException (a BaseException) too: `reduce` raises it only after
+        every pool thread has stopped, so no tile runs on after the interrupt leaves."""
         try:
             return _Outcome(share, self._run_share(share, stop, torch.is_grad_enabled(),
                                                    torch.is_inference_mode_enabled(), partial_on, calling))
-        except Exception as e:  # noqa: BLE001 (reported with its device once every device has stopped)
+        except BaseException as e:  # noqa: BLE001 (reported with its device once every device has stopped)
             return _Outcome(share, None, e)
 
     def _run_share(self, share: DeviceShare, stop: _StopFlag, grad: bool, inference: bool,
@@ -163,7 +165,8 @@ class DeviceRanks:
 
 
 def _raise_first(outcomes: Sequence[_Outcome]) -> None:
-    """Raise the first device failure (in device order) naming its device, else the first interrupt."""
+    """Raise the first device failure (in device order) naming its device, else the first interrupt (ComfyUI's, or
+    another BaseException such as KeyboardInterrupt, raised as it is)."""
     import comfy.model_management as mm
 
     interrupt = None
@@ -171,8 +174,8 @@ def _raise_first(outcomes: Sequence[_Outcome]) -> None:
         error = outcome.error
         if error is None:
             continue
-        if isinstance(error, mm.InterruptProcessingException):
-            interrupt = interrupt or error
+        if isinstance(error, mm.InterruptProcessingException) or not isinstance(error, Exception):
+            interrupt = interrupt or error  # Cancel, KeyboardInterrupt: raised as they are
             continue
         message = f"LTX TDP: a tile of this model call failed on {outcome.share.device}: {type(error).__name__}: {error}"
         oom = getattr(mm, "OOM_EXCEPTION", None)

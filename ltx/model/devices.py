@@ -96,17 +96,24 @@ def calc_cond_batch_wrapper(executor, model, conds, x_in, timestep, model_option
     return executor(model, conds, x_in, timestep, options)
 
 
+def _containers(value: Any) -> Any:
+    """`value` with every dict, list and tuple in it copied (their entries, patch objects and such, kept)."""
+    if isinstance(value, dict):
+        return {k: _containers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_containers(v) for v in value)
+    return value
+
+
 def device_options(transformer_options: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """The transformer options a tile on `device` runs with: tensors and patches moved there (copies; the
-    calling device's stay as they are), DEVICES_KEY dropped, `multigpu_thread_device` set as core sets it."""
+    """The transformer options a tile on `device` runs with: tensors moved there, every container copied (ComfyUI's
+    `cast_transformer_options` replaces patch, wrapper and callback entries in place with their `.to(device)`
+    copies: here only in the copies), DEVICES_KEY dropped, `multigpu_thread_device` set as core sets it.
+    Nothing mutable is shared with `transformer_options`; built in the calling thread, before any device runs."""
     import comfy.samplers
 
-    out = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+    out = {k: (v.to(device) if isinstance(v, torch.Tensor) else _containers(v))
            for k, v in transformer_options.items() if k != DEVICES_KEY}
-    for key in ("patches", "patches_replace"):
-        if isinstance(out.get(key), dict):
-            out[key] = {name: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-                        for name, v in out[key].items()}
     comfy.samplers.cast_transformer_options(out, device=device)
     out["multigpu_thread_device"] = device
     return out
@@ -121,7 +128,8 @@ class ModelDeviceJob:
     inputs: CallInputs
     slices: int
     sum_dtype: torch.dtype
-    transformer_options: dict[str, Any]
+    options: dict[torch.device, dict[str, Any]]
+    """Each other device's transformer options (`device_options`, built in the calling thread)."""
     executor: Any
     devices: ModelDevices
 
@@ -131,7 +139,7 @@ class ModelDeviceJob:
         model = self.devices.models[device]
         call = UnitCall(self.wrapper.settings, self.wrapper.geometry, self.inputs.to(device), self.slices,
                         self.sum_dtype)
-        options = device_options(self.transformer_options, device)
+        options = self.options[device]
         inner = getattr(model, self.executor.original.__name__)  # the clone's BaseModel._apply_model
 
         def run(part: CallInputs):
@@ -171,7 +179,8 @@ def run_on_devices(wrapper: Any, devices: ModelDevices, executor: Any, x: torch.
     def run(part: CallInputs):
         return lambda x_tile, kw: executor(x_tile, part.t, None, part.c_crossattn, control, transformer_options, **kw)
 
-    job = ModelDeviceJob(wrapper, inputs, slices, call.sum_dtype, transformer_options, executor, devices)
+    options = {s.device: device_options(transformer_options, s.device) for s in ranks.shares[1:] if len(s.units)}
+    job = ModelDeviceJob(wrapper, inputs, slices, call.sum_dtype, options, executor, devices)
     flat = ranks.reduce(job, lambda unit, units, before: call.partial(run, unit, units, before))
     check_interrupt()
     progress.finish()

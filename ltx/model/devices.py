@@ -35,7 +35,7 @@ from ...tiling.ranks import ONE_RANK, Partial
 from ...tiling.shares import cond_split, device_shares, unit_ranges
 from ..device_ranks import DeviceRanks, DeviceShare
 from ..progress import TileProgress, check_interrupt
-from .units import CallInputs, UnitCall
+from .units import CallInputs, UnitCall, slice_options
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +128,9 @@ class ModelDeviceJob:
     inputs: CallInputs
     slices: int
     sum_dtype: torch.dtype
-    options: dict[torch.device, dict[str, Any]]
-    """Each other device's transformer options (`device_options`, built in the calling thread)."""
+    options: dict[torch.device, list[dict[str, Any]]]
+    """Each other device's transformer options per cond slice (`device_options` then `slice_options`, built in the
+    calling thread)."""
     executor: Any
     devices: ModelDevices
 
@@ -142,11 +143,11 @@ class ModelDeviceJob:
         options = self.options[device]
         inner = getattr(model, self.executor.original.__name__)  # the clone's BaseModel._apply_model
 
-        def run(part: CallInputs):
+        def run(i: int, part: CallInputs):
             def tile(x: torch.Tensor, kw: dict[str, Any]) -> torch.Tensor:
                 chain = ext.WrapperExecutor.new_class_executor(inner, model, self.executor.wrappers,
                                                                self.executor.idx + 1)
-                return chain.execute(x, part.t, None, part.c_crossattn, None, options, **kw)
+                return chain.execute(x, part.t, None, part.c_crossattn, None, options[i], **kw)
 
             return tile
 
@@ -176,10 +177,13 @@ def run_on_devices(wrapper: Any, devices: ModelDevices, executor: Any, x: torch.
     ranks = DeviceRanks([DeviceShare(d, r) for d, r in zip(devices.devices, unit_ranges(shares))], devices.pool,
                         on_unit=lambda done: progress(done, call.units))
 
-    def run(part: CallInputs):
-        return lambda x_tile, kw: executor(x_tile, part.t, None, part.c_crossattn, control, transformer_options, **kw)
+    sliced = slice_options(transformer_options, slices)
 
-    options = {s.device: device_options(transformer_options, s.device) for s in ranks.shares[1:] if len(s.units)}
+    def run(i: int, part: CallInputs):
+        return lambda x_tile, kw: executor(x_tile, part.t, None, part.c_crossattn, control, sliced[i], **kw)
+
+    options = {s.device: slice_options(device_options(transformer_options, s.device), slices)
+               for s in ranks.shares[1:] if len(s.units)}
     job = ModelDeviceJob(wrapper, inputs, slices, call.sum_dtype, options, executor, devices)
     flat = ranks.reduce(job, lambda unit, units, before: call.partial(run, unit, units, before))
     check_interrupt()

@@ -5,6 +5,8 @@ ComfyUI batches the conds of a step into one model call: at cfg > 1 cond and unc
 into n such slices, every batched input alike: a tensor input whose first axis is the batch (x, t, the text
 context, attention and denoise masks, `keyframe_idxs`) is cut, `latent_shapes` takes the slice's batch, and
 constants (frame rate, `guide_attention_entries`, `generated_keyframes`, `ref_audio`) stay whole.
+`slice_options` cuts the transformer options' per-cond lists (`cond_or_uncond`, `uuids`) the same way, so a
+slice's tiles see the conds of their own batch, as ComfyUI lists them for any batch it runs.
 
 `UnitCall` holds one `TiledModelCall` per slice; unit u is tile u % T of slice u // T (T tiles). Its partial sum
 is a flat float64 buffer, the slices' buffers one after another, so the sum over units is every slice's blend
@@ -74,8 +76,29 @@ class CallInputs:
         return out
 
 
-SliceCall = Callable[[CallInputs], ModelCall]
-"""run(slice) -> the ModelCall that evaluates one tile of that slice (x_tile, kwargs) -> x0 of the tile."""
+PER_COND_OPTIONS = ("cond_or_uncond", "uuids")
+"""transformer_options lists with one entry per cond of the batch, in batch order (ComfyUI's calc_cond_batch)."""
+
+
+def slice_options(transformer_options: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The transformer options of each of `n` equal batch slices (`CallInputs.slices`): slice i's
+    `cond_or_uncond` and `uuids` are the entries of its conds; every other option is the call's own."""
+    if n == 1:
+        return [transformer_options]
+    out = []
+    for i in range(n):
+        options = dict(transformer_options)
+        for key in PER_COND_OPTIONS:
+            value = transformer_options.get(key)
+            if isinstance(value, (list, tuple)) and len(value) % n == 0:
+                size = len(value) // n
+                options[key] = type(value)(value[i * size:(i + 1) * size])
+        out.append(options)
+    return out
+
+
+SliceCall = Callable[[int, CallInputs], ModelCall]
+"""run(i, slice i) -> the ModelCall that evaluates one tile of that slice (x_tile, kwargs) -> x0 of the tile."""
 
 
 class UnitCall:
@@ -104,7 +127,7 @@ class UnitCall:
         part, tile = divmod(unit, self.tiles)
         flat = torch.zeros(self.offsets[-1], dtype=self.sum_dtype, device=self.inputs.x.device)
         own = flat[self.offsets[part]:self.offsets[part + 1]]
-        self.calls[part].partial(run(self.parts[part]), tile, self.tiles, before_tile=before_tile, out=own)
+        self.calls[part].partial(run(part, self.parts[part]), tile, self.tiles, before_tile=before_tile, out=own)
         return flat
 
     def finish(self, flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -101,3 +101,41 @@ def test_other_devices_options_are_built_here_and_leave_the_callers_untouched(co
                                            f"not in the calling thread {sorted(seen['threads'])}")
     single = _sample(comfy, tdp_2x2(ltxv))
     assert torch.equal(multi, single), f"two devices differ from one by {(multi - single).abs().max():.3e}"
+
+
+def test_a_tile_of_a_cut_cond_batch_sees_its_own_conds_cond_or_uncond_and_uuids(comfy, ltxv):
+    """cfg 3 over 3 devices: cond and uncond are cut apart (8 units, batch 1 each). Each tile call's
+    `cond_or_uncond` and `uuids` list the conds of its own batch, in batch order, as ComfyUI lists them for a
+    batch it runs (patches such as EasyCache or NAG split the batch by them)."""
+    import comfy.patcher_extension as ext
+
+    whole: list[tuple[int, Any, float]] = []
+    tiles: list[tuple[int, list, list, list[float]]] = []
+    lock = threading.Lock()
+
+    def rows(args) -> list[float]:
+        return [float(row.double().sum()) for row in args[3]]  # the text context, one row per cond of the batch
+
+    def outer(executor, *args, **kwargs):  # before TDP's wrapper: the whole call as ComfyUI batched it
+        options = args[5]
+        whole.extend(zip(options["cond_or_uncond"], options["uuids"], rows(args)))
+        return executor(*args, **kwargs)
+
+    def inner(executor, *args, **kwargs):  # after TDP's wrapper: one tile call on some device
+        options = args[5]
+        with lock:
+            tiles.append((int(args[0].shape[0]), list(options["cond_or_uncond"]), list(options["uuids"]), rows(args)))
+        return executor(*args, **kwargs)
+
+    outside = ltxv.clone()
+    outside.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_outer", outer)
+    with fake_devices(3):
+        model = tdp_2x2(outside)
+        model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_inner", inner)
+        _sample(comfy, cfg_split(model, 3), cfg=3.0)
+    assert len({c for c, _, _ in whole}) == 2, f"the calls were not cond and uncond batched: {whole}"
+    assert {batch for batch, _, _, _ in tiles} == {1}, "cond and uncond were not cut apart"
+    wrong = [(cou, [str(u) for u in uuids], context) for _, cou, uuids, context in tiles
+             if not (len(cou) == len(uuids) == len(context) == 1 and (cou[0], uuids[0], context[0]) in whole)]
+    assert not wrong, (f"{len(wrong)} of {len(tiles)} tile calls of batch 1 saw another batch's cond_or_uncond and "
+                       f"uuids, e.g. {wrong[0]}")

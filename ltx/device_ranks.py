@@ -15,8 +15,9 @@ raises the failure naming its device, or the interrupt.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -82,7 +83,8 @@ class _Outcome:
 
 class DeviceRanks:
     """The devices of one call: `shares[0]` is this device (the calling thread), the others run in `pool`
-    (ComfyUI's MultiGPUThreadPool, or None: then this thread runs them after its own). `on_unit(done)` is
+    (ComfyUI's MultiGPUThreadPool, or None: then this thread runs them after its own, each with its device current
+    as core's fallback does). `on_unit(done)` is
     called in the calling thread after each of its units with the number of units done on every device."""
 
     def __init__(self, shares: Sequence[DeviceShare], pool: Any = None,
@@ -106,7 +108,10 @@ class DeviceRanks:
         for share in pooled:
             self.pool.submit(share.device, self._run_share, share, stop, grad, inference, job.partial_on)
         outcomes = [self._outcome(own, stop, lambda _device: partial, calling=True)]
-        outcomes += [self._outcome(s, stop, job.partial_on) for s in others if s not in pooled]
+        for share in others:
+            if share not in pooled:  # no pool: this thread runs them, each with its device current, as core does
+                with _current_device(share.device, own.device):
+                    outcomes.append(self._outcome(share, stop, job.partial_on))
         for share in pooled:
             total, error = self.pool.get_result(share.device)
             outcomes.append(_Outcome(share, total, error))
@@ -162,6 +167,24 @@ class DeviceRanks:
             done = self._done
         if calling and self.on_unit is not None:
             self.on_unit(done)
+
+
+@contextlib.contextmanager
+def _current_device(device: torch.device, back: torch.device) -> Iterator[None]:
+    """`device` is this thread's current torch device within the block, `back` after it (ComfyUI's
+    `set_torch_device`, which core's MultiGPU calls in each device's thread; absent before ComfyUI 0.24, which
+    has no in-process MultiGPU and so no other device to run)."""
+    import comfy.model_management as mm
+
+    set_device = getattr(mm, "set_torch_device", None)
+    if set_device is None:
+        yield
+        return
+    set_device(device)
+    try:
+        yield
+    finally:
+        set_device(back)
 
 
 def _raise_first(outcomes: Sequence[_Outcome]) -> None:

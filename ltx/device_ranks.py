@@ -6,7 +6,9 @@ calling thread and every other device's units in ComfyUI's MultiGPU thread pool 
 one thread per device, each set to its device), with `job.partial_on(device)`: the same units computed on that
 device's model clone. Each device sums its units in the partials' float64; the sums are added on this device.
 Float64 sums of fp32 products do not depend on the order of the terms (`tiling.exact_sum_dtype`), so any split
-of the units over the devices gives the bits one device gives.
+of the units over the devices gives the bits one device gives. A partial may add each unit into its device's
+running total and return that same tensor every time (one accumulator per device, `ltx.model.units.UnitCall.running`);
+it is not added to itself.
 
 Between units every thread checks ComfyUI's interrupt and a shared stop flag: the first failure or interrupt on
 any device stops the others at their next unit, this thread waits for all of them (nothing keeps running), then
@@ -151,7 +153,10 @@ class DeviceRanks:
                 total = None
                 for unit in share.units:
                     part = run(unit, self.world, stop.before_unit)
-                    total = part if total is None else total.add_(part)
+                    if total is None:
+                        total = part
+                    elif part is not total:  # a partial that sums into its running total returns that total
+                        total.add_(part)
                     del part
                     self._count(calling)
                 return total

@@ -151,7 +151,7 @@ class ModelDeviceJob:
 
             return tile
 
-        return lambda unit, units, before: call.partial(run, unit, units, before)
+        return call.running(run)
 
 
 def run_on_devices(wrapper: Any, devices: ModelDevices, executor: Any, x: torch.Tensor, t: torch.Tensor,
@@ -185,7 +185,7 @@ def run_on_devices(wrapper: Any, devices: ModelDevices, executor: Any, x: torch.
     options = {s.device: slice_options(device_options(transformer_options, s.device), slices)
                for s in ranks.shares[1:] if len(s.units)}
     job = ModelDeviceJob(wrapper, inputs, slices, call.sum_dtype, options, executor, devices)
-    flat = ranks.reduce(job, lambda unit, units, before: call.partial(run, unit, units, before))
+    flat = ranks.reduce(job, call.running(run))
     check_interrupt()
     progress.finish()
     return call.finish(flat, dtype)

@@ -11,8 +11,11 @@ linear in the latent's area):
 Both are asked for a TDP model call's input, the whole frame, though the model only ever runs on a tile: at 4K
 LTX-2 about 25 GiB at batch 1 for a 2 x 2 tile's 8. `TileMemory` answers for the largest tile instead, plus
 what the pack itself holds on the device while it runs: the flat partial-sum accumulator of the whole frame
-(ltx.model.call, fp64), the tile's input as it is cut (and packed, for LTX-2), and the window-weighted tile
-result in the accumulator's dtype (the result and its product with the window).
+(ltx.model.call, fp64; one per device, into which the device sums all its work units), the tile's input as it
+is cut (and packed, for LTX-2), and the window-weighted tile result in the accumulator's dtype (the result and
+its product with the window). With ComfyUI's MultiGPU clones (ltx.model.devices) each other device also holds
+its copy of the call's input (fp32; its small text context and masks aside); ComfyUI applies this one estimate
+to every device it loads a clone on, so the copy is counted whenever the model has clones.
 
 Three hooks on the TDP clone, none global:
 
@@ -47,6 +50,8 @@ class TileMemory:
         self.settings, self.model = settings, base_model
         self.latent_shapes: list[tuple[int, ...]] | None = None
         """The latent shapes of the run of this model now sampling; None between its runs."""
+        self.other_devices = False
+        """Whether the model sampling now has ComfyUI's MultiGPU clones (each holds a copy of a call's input)."""
 
     def __call__(self, input_shape: Sequence[int], cond_shapes: dict | None = None) -> float:
         """Bytes a model call on `input_shape` needs as TDP runs it: ComfyUI's estimate for the largest tile
@@ -88,8 +93,9 @@ class TileMemory:
         accumulator = (math.prod(video) + (extras if self.settings.audio_mode == AUDIO_AVERAGE else 0)) * sum_size
         cut = (tile_input + (tile_input + extras if extras else 0)) * INPUT_ITEMSIZE
         weighted = 2 * tile_video * sum_size
+        copy = (math.prod(video) + extras) * INPUT_ITEMSIZE if self.other_devices else 0
         shape = [batch, channels, f + guides, h, w] if not extras else [batch, 1, tile_input + extras]
-        return shape, batch * (accumulator + cut + weighted)
+        return shape, batch * (accumulator + cut + weighted + copy)
 
     def estimate_shape(self, noise_shape: Sequence[int], conds: dict) -> list[int]:
         """The noise shape for which ComfyUI's own estimate is this model's: the largest tile's, its last axis
@@ -110,7 +116,10 @@ class TileMemory:
 
     # -- the wrappers -------------------------------------------------------------------------------------
     def prepare_sampling(self, executor, model, noise_shape, conds, *args, **kwargs):
-        """PREPARE_SAMPLING: ComfyUI estimates for `estimate_shape`, unless this object patch already answers."""
+        """PREPARE_SAMPLING: ComfyUI estimates for `estimate_shape`, unless this object patch already answers;
+        notes whether `model` has MultiGPU clones (until the run ends, `outer_sample`)."""
+        clones = getattr(model, "get_additional_models_with_key", None)
+        self.other_devices = bool(clones("multigpu")) if clones is not None else False
         if getattr(model.model, "memory_required", None) is not self:
             noise_shape = self.estimate_shape(noise_shape, conds)
         return executor(model, noise_shape, conds, *args, **kwargs)
@@ -124,6 +133,7 @@ class TileMemory:
             return executor(*args, **kwargs)
         finally:
             self.latent_shapes = None
+            self.other_devices = False
 
 
 def _guide_tokens(keyframe_idxs: Any) -> int:

@@ -10,7 +10,8 @@ slice's tiles see the conds of their own batch, as ComfyUI lists them for any ba
 
 `UnitCall` holds one `TiledModelCall` per slice; unit u is tile u % T of slice u // T (T tiles). Its partial sum
 is a flat float64 buffer, the slices' buffers one after another, so the sum over units is every slice's blend
-and `finish` joins the slices' outputs back into the call's batch.
+and `finish` joins the slices' outputs back into the call's batch. A device sums its units into one such buffer
+(`UnitCall.running`): one full-frame accumulator per device, counted in `ltx.model.memory`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 
 from ...tiling import LatentGeometry, TilingError, exact_sum_dtype
-from ...tiling.ranks import BeforeTile
+from ...tiling.ranks import BeforeTile, Partial
 from .call import ModelCall, TDPSettings, TiledModelCall
 
 
@@ -120,15 +121,32 @@ class UnitCall:
     def sum_dtype(self) -> torch.dtype:
         return self.calls[0].sum_dtype
 
-    def partial(self, run: SliceCall, unit: int, units: int, before_tile: BeforeTile = None) -> torch.Tensor:
-        """The window-weighted sum of unit `unit` (of `units`, which must be this call's) as one flat buffer."""
+    def partial(self, run: SliceCall, unit: int, units: int, before_tile: BeforeTile = None,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+        """The window-weighted sum of unit `unit` (of `units`, which must be this call's) as one flat buffer; with
+        `out` (such a buffer) that sum is added into `out`, which is returned."""
         if units != self.units:
             raise ValueError(f"this call has {self.units} work units, not {units}")
         part, tile = divmod(unit, self.tiles)
-        flat = torch.zeros(self.offsets[-1], dtype=self.sum_dtype, device=self.inputs.x.device)
+        flat = out
+        if flat is None:
+            flat = torch.zeros(self.offsets[-1], dtype=self.sum_dtype, device=self.inputs.x.device)
         own = flat[self.offsets[part]:self.offsets[part + 1]]
         self.calls[part].partial(run(part, self.parts[part]), tile, self.tiles, before_tile=before_tile, out=own)
         return flat
+
+    def running(self, run: SliceCall) -> Partial:
+        """A Partial for one device: each unit it runs is added, in place, into one flat buffer (made at its first
+        unit) and that buffer, the device's running total, is returned every time (`DeviceRanks` does not add it
+        to itself). The same bits as separate buffers: float64 sums of fp32 products do not depend on order."""
+        total: list[torch.Tensor] = []
+
+        def partial(unit: int, units: int, before_tile: BeforeTile = None) -> torch.Tensor:
+            flat = self.partial(run, unit, units, before_tile, out=total[0] if total else None)
+            total[:1] = [flat]
+            return flat
+
+        return partial
 
     def finish(self, flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """The call's output from the sum over all units: each slice's blended x0, joined along the batch."""

@@ -56,11 +56,13 @@ def comfyui_estimate(model: Any, shape: Sequence[int], context_width: int = 16) 
     return comfy.sampler_helpers.estimate_memory(model, list(shape), {"positive": [cond], "negative": [dict(cond)]})[0]
 
 
-def pack_buffers(batch: int, full_numel: int, tile_numel: int) -> int:
+def pack_buffers(batch: int, full_numel: int, tile_numel: int, other_devices: bool = False) -> int:
     """Bytes the pack holds on the device besides the tile's model call (unpacked LTX video, batch `batch`):
     the fp64 accumulator of the whole frame, the tile's input as cut (fp32), the tile's result in fp64 and its
-    window-weighted product."""
-    return batch * (full_numel * FP64 + tile_numel * FP32 + 2 * tile_numel * FP64)
+    window-weighted product; with `other_devices` (ComfyUI's MultiGPU clones) also each other device's copy of the
+    call's input (fp32)."""
+    copy = full_numel * FP32 if other_devices else 0
+    return batch * (full_numel * FP64 + tile_numel * FP32 + 2 * tile_numel * FP64 + copy)
 
 
 def within_one_cell(asked: float, tile: float, buffers: int, tile_shape: Sequence[int]) -> bool:

@@ -86,8 +86,8 @@ class _Outcome:
 class DeviceRanks:
     """The devices of one call: `shares[0]` is this device (the calling thread), the others run in `pool`
     (ComfyUI's MultiGPUThreadPool, or None: then this thread runs them after its own, each with its device current
-    as core's fallback does). `on_unit(done)` is
-    called in the calling thread after each of its units with the number of units done on every device."""
+    as core's fallback does). `on_unit(done)` is called in the calling thread after each of its units with the
+    number of units done on every device."""
 
     def __init__(self, shares: Sequence[DeviceShare], pool: Any = None,
                  on_unit: Callable[[int], None] | None = None):

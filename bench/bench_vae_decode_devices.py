@@ -36,8 +36,8 @@ SIZES = {
     "full": (2, 4, 32, 256, "balanced"),
     "tiny": (2, 4, 16, 128, "exact"),
 }
-DIFFUSION = (2, 4, 16, 128, "exact")
-"""The same for LTX-2.5's tiny diffusion decoder, at either size."""
+DIFFUSION = {"full": (2, 4, 16, 128, "exact"), "tiny": (1, 2, 8, 128, "exact")}
+"""The same for LTX-2.5's tiny diffusion decoder."""
 
 
 def _vaes(size: str) -> list[tuple[str, object, int, tuple]]:
@@ -50,7 +50,7 @@ def _vaes(size: str) -> list[tuple[str, object, int, tuple]]:
         out = [("LTX-2 VAE (published config)", real_vae.real_vae(real_vae.LTX2_VAE_CONFIG, seed=0), 128, SIZES[size])]
     if diffusion_vae.has_diffusion_vae():
         vae = diffusion_vae.load(seed=1)
-        out.append(("LTX-2.5 diffusion VAE (tiny)", vae, int(vae.latent_channels), DIFFUSION))
+        out.append(("LTX-2.5 diffusion VAE (tiny)", vae, int(vae.latent_channels), DIFFUSION[size]))
     return out
 
 

@@ -9,7 +9,7 @@ HARDWARE MOCK: a CPU machine has one torch device, so ComfyUI is told it has cpu
 baseline too): on a 2-core CPU the two devices are the two cores. Decoders: LTX-2's VideoVAE at its published
 configuration (random weights, comfy.sd.VAE) and, on ComfyUI >= 0.32, LTX-2.5's diffusion decoder at the tests'
 tiny configuration; `exact` quality, whole clips in time, the tiles side by side. Environment: TDP_BENCH_RUNS (timed
-decodes per setting, default 3), TDP_BENCH_SIZE (`full`, default, about 3 minutes on 2 quiet cores; `tiny`: the
+decodes per setting, default 3), TDP_BENCH_SIZE (`full`, default, estimated at about 3 minutes on 2 quiet cores; `tiny`: the
 tests' tiny VAE, seconds). Results: bench/results/vae_decode_devices.md.
 """
 
@@ -33,7 +33,7 @@ from ltx_tdp_devkit.core_multigpu import fake_devices, has_core_multigpu, torch_
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 SIZES = {
     # name: (latent frames, height, width in cells, spatial tile px, quality) of the conv decoder; tiles split the width
-    "full": (2, 4, 32, 256, "balanced"),
+    "full": (2, 4, 24, 192, "fast"),
     "tiny": (2, 4, 16, 128, "exact"),
 }
 DIFFUSION = {"full": (2, 4, 16, 128, "exact"), "tiny": (1, 2, 8, 128, "exact")}

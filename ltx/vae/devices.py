@@ -46,8 +46,8 @@ _lock = threading.Lock()
 
 
 def decode_devices(vae: Any, choice: str) -> tuple[torch.device, ...]:
-    """The devices a decode with the node's `device` choice runs on, the VAE's own first; VaeDecodeError for an
-    unknown choice."""
+    """The devices a decode with the node's `device` choice runs on, the VAE's own first (only it where this ComfyUI
+    lists no devices); VaeDecodeError for an unknown choice."""
     import comfy.model_management as mm
 
     own = torch.device(vae.device)
@@ -55,7 +55,11 @@ def decode_devices(vae: Any, choice: str) -> tuple[torch.device, ...]:
         return (own,)
     if choice != "all":
         raise VaeDecodeError(f"unknown device choice {choice!r}; choose one of {', '.join(DEVICE_CHOICES)}")
-    others = [torch.device(d) for d in mm.get_all_torch_devices() if torch.device(d).type == own.type]
+    enumerate_devices = getattr(mm, "get_all_torch_devices", None)  # ComfyUI 0.3.x has none
+    if enumerate_devices is None:
+        log.warning("LTX TDP: this ComfyUI does not list its devices (get_all_torch_devices); decoding on %s", own)
+        return (own,)
+    others = [torch.device(d) for d in enumerate_devices() if torch.device(d).type == own.type]
     return (own, *[d for d in others if d != own])
 
 

@@ -43,9 +43,20 @@ def _decode(vae, x, n: int | None = None, progress=None, **kw):
     from ltx_tdp.ltx.vae import decode_tiled
     from ltx_tdp.ltx.vae.devices import decode_devices
 
-    with fake_devices(n or 1):
-        devices = decode_devices(vae, "all" if n else "default")
+    if not n:
+        return decode_tiled(vae, x, settings(**kw), devices=decode_devices(vae, "default"), progress=progress)
+    if not _lists_devices():  # ComfyUI 0.3.x: the devices given as they are
+        return decode_tiled(vae, x, settings(**kw), devices=tuple(cpu_devices(n)), progress=progress)
+    with fake_devices(n):
+        devices = decode_devices(vae, "all")
+        assert devices == tuple(cpu_devices(n)), f"'all' gave {devices}"
         return decode_tiled(vae, x, settings(**kw), devices=devices, progress=progress)
+
+
+def _lists_devices() -> bool:
+    import comfy.model_management as mm
+
+    return hasattr(mm, "get_all_torch_devices")
 
 
 def _pool_threads() -> set[threading.Thread]:

@@ -1,7 +1,8 @@
 """The tiled VAE decode over `POST /prompt` on a headless ComfyUI: a tiny sampled video decoded in tiles of space
 and time, a refused tile setting that names the problem, and (on a server of its own that reports two devices) the
-decode on both devices, equal to one device's frames, and a failing device that names itself before the next prompt
-runs.
+decode on both devices, equal to one device's frames (the first prompt, saved without the `device` input, decodes on
+one), a failing device that names itself and Cancel pressed while the other device decodes, each before a next
+prompt that runs.
 
 HARDWARE MOCK (the two-device tests only): that server starts with LTX_TDP_TEST_FAKE_DEVICES=2, so the test node
 pack makes `comfy.model_management.get_all_torch_devices` report cpu and cpu:1 (ltx_tdp_devkit.core_multigpu); the
@@ -114,15 +115,31 @@ def test_the_decode_on_two_devices_saves_the_one_device_frames(two_device_server
     assert _frames(comfy_base, two) == _frames(comfy_base, one), "two devices saved other frames than one"
 
 
-def test_a_failing_decode_device_names_itself_and_the_next_prompt_runs(two_device_server, comfy_base, model_names):
+def _failing(model_names, action: str) -> dict:
     prompt = _prompt(model_names, device="all")
-    prompt["fail"] = {"class_type": "TDPTestFailVAEOnDevice", "inputs": {"vae": ["vae", 0]}}
+    prompt["fail"] = {"class_type": "TDPTestFailVAEOnDevice", "inputs": {"vae": ["vae", 0], "action": action}}
     prompt["decode"]["inputs"]["vae"] = ["fail", 0]
+    return prompt
+
+
+def test_a_failing_decode_device_names_itself_and_the_next_prompt_runs(two_device_server, comfy_base, model_names):
+    prompt = _failing(model_names, "fault")
     with pytest.raises(PromptFailed) as failure:
         two_device_server.run(prompt, timeout=240)
     message = str(failure.value)
     missing = [p for p in ("LTXTDPTiledVAEDecode", "cpu:1", "simulated fault on a decode device") if p not in message]
     assert not missing, f"the error lacks {missing}: {message}"
+
+    entry = two_device_server.run(_prompt(model_names, device="all"), timeout=240)
+    assert entry["status"]["status_str"] == "success", entry["status"]
+    _assert_frames(comfy_base, entry)
+
+
+def test_cancel_on_the_other_decode_device_interrupts_the_prompt_and_the_next_prompt_runs(two_device_server, comfy_base,
+                                                                                          model_names):
+    with pytest.raises(PromptFailed) as failure:
+        two_device_server.run(_failing(model_names, "cancel"), timeout=240)
+    assert "execution_interrupted" in str(failure.value), str(failure.value)
 
     entry = two_device_server.run(_prompt(model_names, device="all"), timeout=240)
     assert entry["status"]["status_str"] == "success", entry["status"]

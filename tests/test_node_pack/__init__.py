@@ -127,8 +127,9 @@ class TDPTestFailOnDevice:
 
 
 class TDPTestFailVAEOnDevice:
-    """VAE -> the same VAE; the next forward of an LTX decoder in a thread of ComfyUI's MultiGPUThreadPool (another
-    device's tiles of the tiled decode) raises, once (torch's global forward pre-hook, removed as it fires)."""
+    """VAE -> the same VAE; at the next forward of an LTX decoder in a thread of ComfyUI's MultiGPUThreadPool (another
+    device's tiles of the tiled decode) it raises (`fault`) or the user presses Cancel (`cancel`), once (torch's
+    global forward pre-hook, removed as it fires)."""
 
     CATEGORY = "LTX/TDP/testing"
     FUNCTION = "fail"
@@ -136,10 +137,13 @@ class TDPTestFailVAEOnDevice:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"vae": ("VAE", {"tooltip": "The VAE the tiled decode spreads over the devices."})}}
+        return {"required": {"vae": ("VAE", {"tooltip": "The VAE the tiled decode spreads over the devices."}),
+                             "action": (["fault", "cancel"], {"tooltip": "Raise, or press Cancel."})}}
 
-    def fail(self, vae):
+    def fail(self, vae, action: str = "fault"):
         import threading
+
+        import comfy.model_management as mm
 
         handle = None
 
@@ -147,6 +151,9 @@ class TDPTestFailVAEOnDevice:
             target = getattr(threading.current_thread(), "_target", None)
             if type(module).__name__ == "Decoder" and getattr(target, "__name__", "") == "_worker_loop":
                 handle.remove()
+                if action == "cancel":
+                    mm.interrupt_current_processing(True)
+                    return
                 raise RuntimeError("simulated fault on a decode device")
 
         handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)

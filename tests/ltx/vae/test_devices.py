@@ -1,7 +1,8 @@
 """The tiled decode over this process's devices (`ltx.vae.devices`, `DeviceRanks.gather`) on the tiny real LTX VAEs
 (ComfyUI's own VideoVAE and LTX-2.5's CausalDiffusionVAE, loaded by comfy.sd.VAE): 2 and 3 devices give the one-device
-decode bit for bit, each device's replica is loaded by ComfyUI, a failing device names itself, Cancel stops every
-device, no pool thread outlives the decode, and the next decode runs.
+decode bit for bit, each device's replica is loaded by ComfyUI, what another device runs holds at most the decode's
+estimate, a failing device names itself, Cancel stops every device, no pool thread outlives the decode, and the next
+decode runs.
 
 HARDWARE MOCK: a CPU machine has one torch device, so `fake_devices(n)` (ltx_tdp_devkit.core_multigpu) makes
 ComfyUI's device enumeration report cpu, cpu:1, ...; only the enumeration is mocked: the replicas, ComfyUI's model

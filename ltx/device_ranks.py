@@ -8,6 +8,10 @@ device's model clone. Each device sums its units in the partials' float64; the s
 Float64 sums of fp32 products do not depend on the order of the terms (`tiling.exact_sum_dtype`), so any split
 of the units over the devices gives the bits one device gives.
 
+`DeviceRanks.gather` runs a decode's tiles (one unit each) the same way: this device's blended here, every other
+device's decoded in its pool thread on its own VAE replica (`job.tiles_on(device)`), moved to system memory and
+blended here in tile order, so the output is one device's bit for bit.
+
 Between units every thread checks ComfyUI's interrupt and a shared stop flag: the first failure or interrupt on
 any device stops the others at their next unit, this thread waits for all of them (nothing keeps running), then
 raises the failure naming its device, or the interrupt.

@@ -13,25 +13,11 @@ import threading
 
 import pytest
 
-from ltx_tdp_devkit.core_multigpu import SKIP_REASON, cfg_split, fake_devices, has_core_multigpu, pool_threads, \
-    torch_threads
+from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices, pool_threads
 from ltx_tdp_devkit.ltx_helpers import ksample, randn
-from ltx_tdp_devkit.sequence import BOUND, deep_model, relative_error, sequence
+from ltx_tdp_devkit.sequence import BOUND, LTXV_LAYERS, relative_error, sequence
 
-LAYERS = 3
-
-
-@pytest.fixture(scope="module")
-def ltxv3(comfy, comfy_base):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-    return deep_model(comfy, comfy_base, "ltxv", LAYERS)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
+LAYERS = LTXV_LAYERS
 
 
 def _latent() -> dict:

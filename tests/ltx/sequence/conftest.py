@@ -1,5 +1,6 @@
-"""Fixtures of the LTX Sequence Parallel tests: every test here needs ComfyUI's in-process MultiGPU (0.24+) and
-runs one torch thread per device, as on this 2-core machine; `ltxv3` is the tiny LTXV with 3 blocks."""
+"""Fixtures of the LTX Sequence Parallel tests: `core_multigpu` skips where ComfyUI has no in-process MultiGPU
+(0.24+; a module asks for it with `pytestmark = pytest.mark.usefixtures("core_multigpu")`), every test runs one
+torch thread per device, as on this 2-core machine; `ltxv3` is the tiny LTXV with 3 blocks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ltx_tdp_devkit.core_multigpu import SKIP_REASON, has_core_multigpu, torch_t
 from ltx_tdp_devkit.sequence import LTXV_LAYERS, deep_model
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def core_multigpu(comfy):
     if not has_core_multigpu():
         pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")

@@ -17,6 +17,8 @@ from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices, pool_threads
 from ltx_tdp_devkit.ltx_helpers import ksample, randn
 from ltx_tdp_devkit.sequence import BOUND, LTXV_LAYERS, relative_error, sequence
 
+pytestmark = pytest.mark.usefixtures("core_multigpu")
+
 LAYERS = LTXV_LAYERS
 
 

@@ -14,7 +14,7 @@ from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices
 from ltx_tdp_devkit.ltx_helpers import add_iclora_guides, conditioning, ksample, randn
 from ltx_tdp_devkit.sequence import BOUND, BlockRows, deep_model, relative_error, sequence
 
-pytestmark = pytest.mark.ltx2
+pytestmark = [pytest.mark.ltx2, pytest.mark.usefixtures("core_multigpu")]
 
 CONTEXT_DIM = 32
 LAYERS = 2

@@ -14,6 +14,8 @@ from ltx_tdp_devkit.core_multigpu import TileCalls, cfg_split, fake_devices, poo
 from ltx_tdp_devkit.ltx_helpers import ksample, randn
 from ltx_tdp_devkit.sequence import BOUND, LTXV_LAYERS, BlockRows, relative_error, sequence
 
+pytestmark = pytest.mark.usefixtures("core_multigpu")
+
 LAYERS = LTXV_LAYERS
 
 

@@ -71,7 +71,7 @@ def test_a_failing_device_is_named_nothing_keeps_running_and_the_next_run_works(
 
 
 def test_cancel_stops_every_device_within_a_block(comfy, ltxv3):
-    """Cancel pressed in block 1 of the first call on this device: this device takes it before block 2, the other
+    """With a progress hook that, as ComfyUI's server's, raises the interrupt at every update: Cancel pressed in block 1 of the first call on this device: this device takes it before block 2, the other
     device stops at its next block or in the exchange; of 3 blocks x 2 devices x 2 steps at most 5 run."""
     import comfy.model_management as mm
 
@@ -79,7 +79,14 @@ def test_cancel_stops_every_device_within_a_block(comfy, ltxv3):
         if device is None:
             mm.interrupt_current_processing(True)  # what the UI's Cancel button sets
 
+    import comfy.utils as comfy_utils
+
+    def server_hook(value, total, preview=None, prompt_id=None, node_id=None):
+        mm.throw_exception_if_processing_interrupted()  # what ComfyUI's server hook does at every progress update
+
     probe = AtBlock(1, press_cancel)
+    before = comfy_utils.PROGRESS_BAR_HOOK
+    comfy_utils.set_progress_bar_global_hook(server_hook)
     with fake_devices(2):
         model = cfg_split(sequence(probe.on(ltxv3)), 2)
         try:
@@ -88,6 +95,7 @@ def test_cancel_stops_every_device_within_a_block(comfy, ltxv3):
         finally:
             interrupted = mm.processing_interrupted()
             mm.interrupt_current_processing(False)
+            comfy_utils.set_progress_bar_global_hook(before)
         assert not pool_threads(), f"MultiGPU pool threads still running after the interrupt: {pool_threads()}"
     assert not interrupted, "the interrupt was not taken (ComfyUI's flag is still set)"
     assert probe.blocks <= 2 * LAYERS - 1, f"{probe.blocks} block calls ran after Cancel in the first call's block 1"

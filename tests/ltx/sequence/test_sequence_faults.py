@@ -71,8 +71,9 @@ def test_a_failing_device_is_named_nothing_keeps_running_and_the_next_run_works(
 
 
 def test_cancel_stops_every_device_within_a_block(comfy, ltxv3):
-    """With a progress hook that, as ComfyUI's server's, raises the interrupt at every update: Cancel pressed in block 1 of the first call on this device: this device takes it before block 2, the other
-    device stops at its next block or in the exchange; of 3 blocks x 2 devices x 2 steps at most 5 run."""
+    """With a progress hook that raises the interrupt at every update, as ComfyUI's server's does. Cancel pressed
+    in block 1 of the first call on this device: this device takes it before block 2, the other device stops at
+    its next block or in the exchange; of 3 blocks x 2 devices x 2 steps at most 5 run."""
     import comfy.model_management as mm
 
     def press_cancel(device):

@@ -148,7 +148,8 @@ class SequenceCall:
     def run(self) -> torch.Tensor:
         """The call's output, on this device, as one device computes it (within fp32 rounding)."""
         devices = self.devices.devices
-        ranks = DeviceRanks([DeviceShare(d, range(u, u + 1)) for u, d in enumerate(devices)], self.devices.pool)
+        ranks = DeviceRanks([DeviceShare(d, range(u, u + 1)) for u, d in enumerate(devices)], self.devices.pool,
+                            unit="a video shard" if self.size > 1 else "a cond slice")
         flat = ranks.reduce(self, self.own_partial())
         check_interrupt()
         return flat.to(self.dtype or torch.float32).view(self.inputs.x.shape)

@@ -61,3 +61,22 @@ def test_without_multigpu_clones_the_node_changes_nothing_and_says_so_once(comfy
         out = ksample(comfy, sequence(ltxv3), _latent(), cfg=3.0)
     assert torch.equal(out, single), f"one device: differs by {(out - single).abs().max():.3e}"
     assert caplog.text.count("no MultiGPU clones") == 1, f"expected one log line saying so:\n{caplog.text}"
+
+
+@pytest.mark.parametrize("sampler", ["dpmpp_2m", "res_multistep"])
+def test_other_samplers_equal_one_device(comfy, ltxv3, sampler):
+    """Samplers differ only in how they combine model calls; each call is sharded as with euler."""
+
+    def run(model) -> torch.Tensor:
+        from ltx_tdp_devkit.ltx_helpers import conditioning
+
+        (out,) = comfy.run_node("KSampler", model=model, seed=3, steps=3, cfg=1.0, sampler_name=sampler,
+                                scheduler="simple", positive=conditioning(1), negative=conditioning(2),
+                                latent_image=_latent(), denoise=0.6)
+        return out["samples"]
+
+    single = run(ltxv3)
+    with fake_devices(2):
+        multi = run(cfg_split(sequence(ltxv3), 2))
+    err = relative_error(multi, single)
+    assert err <= BOUND, f"{sampler}: differs from one device by {err:.3e} (relative), bound {BOUND}"

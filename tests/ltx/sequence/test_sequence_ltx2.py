@@ -80,3 +80,25 @@ def test_ltx25_keyframe_and_guide_equal_one_device(comfy, ltx25_2, vae, kind):
         multi = ksample(comfy, cfg_split(sequence(rows.on(model, LAYERS)), 3), latent, **kw)
     _check(multi, single, f"LTX-2.5 with guides, {kind}")
     assert max(rows.rows) < 192, f"192 video tokens and the guides' were not sharded: {sorted(set(rows.rows))}"
+
+
+def test_bytes_exchanged_are_the_documented_bytes_per_layer(comfy, ltxav2):
+    """Every rank of every call receives exactly LAYERS x bytes_per_layer (video self-attention's and
+    video_to_audio_attn's keys and values of the other shard) plus the last block's gathered output."""
+    from ltx_tdp.ltx.sequence.exchange import bytes_per_layer
+    from ltx_tdp.ltx.sequence.run import CONTEXT_KEY
+
+    contexts = []
+
+    def record(args, extra):
+        contexts.append(args["transformer_options"][CONTEXT_KEY])
+        return extra["original_block"](args)
+
+    model = ltxav2.clone()
+    model.set_model_patch_replace(record, "dit", "double_block", 0)
+    with fake_devices(2):
+        ksample(comfy, cfg_split(sequence(model), 2), _av_latent(comfy), **_kw(1.0))
+    width = 16  # the tiny model's video and audio attention widths (2 heads x 8)
+    per_call = LAYERS * bytes_per_layer(192, 96, 1, 4, (width, width)) + 96 * 4 * width
+    got = {ctx.exchange.bytes_received[ctx.rank] for ctx in contexts}
+    assert len(contexts) == 2 * 2 and got == {per_call}, f"bytes received per rank and call: {got}, want {per_call}"

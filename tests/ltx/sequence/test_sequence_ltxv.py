@@ -40,6 +40,17 @@ def test_devices_equal_one_device(comfy, ltxv3, n, cfg):
     assert not pool_threads(), "a MultiGPU pool thread outlived the sampling run"
 
 
+def test_the_split_before_the_node_works_the_same(comfy, ltxv3):
+    """MultiGPU CFG Split before the node (ComfyUI carries the node's wrappers to the clones when sampling starts)."""
+    single = ksample(comfy, ltxv3, _latent(), cfg=1.0)
+    rows = BlockRows()
+    with fake_devices(2):
+        multi = ksample(comfy, sequence(cfg_split(rows.on(ltxv3, LAYERS), 2)), _latent(), cfg=1.0)
+    err = relative_error(multi, single)
+    assert err <= BOUND, f"split before the node: differs from one device by {err:.3e} (relative), bound {BOUND}"
+    assert set(rows.rows) == {120}, f"split before the node: blocks ran {sorted(set(rows.rows))} video tokens"
+
+
 def test_uneven_speeds_three_devices(comfy, ltxv3):
     """MultiGPU Options' speeds 1 : 2 : 1 give the second device half the tokens; still within the bound."""
     single = ksample(comfy, ltxv3, _latent(), cfg=1.0)

@@ -5,6 +5,12 @@ own device (`Tensor.to`: a peer copy between GPUs, through host memory where the
 between two generations, so one barrier per gather suffices: a rank writes generation g + 2 only after every
 rank has passed gather g + 1, i.e. has read generation g.
 
+On GPUs the copy needs no extra synchronisation: torch copies between devices on the source device's current
+stream and makes the destination's current stream wait for it; a device's current stream is its default stream,
+the one every thread computes on (ComfyUI runs the model there), so the copy comes after the kernels that made
+the tensor. A slot keeps its tensors referenced until its next generation, so their memory is not reused while
+another rank may still copy them.
+
 A rank that fails or is cancelled calls `abort`: every rank waiting at the barrier, or arriving later, raises
 `ExchangeAborted`, which `DeviceRanks` takes as "stopped by another device" (not a failure of its own).
 """

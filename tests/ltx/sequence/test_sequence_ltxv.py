@@ -91,3 +91,20 @@ def test_other_samplers_equal_one_device(comfy, ltxv3, sampler):
         multi = run(cfg_split(sequence(ltxv3), 2))
     err = relative_error(multi, single)
     assert err <= BOUND, f"{sampler}: differs from one device by {err:.3e} (relative), bound {BOUND}"
+
+
+def test_guides_and_a_keyframe_equal_one_device(comfy, ltxv3, vae):
+    """LTXV with an IC-LoRA guide (attention mask, strength 0.8) and a keyframe, through ComfyUI's LTXVAddGuide:
+    guide tokens at the end of the sequence, a per-token timestep (`vec`) and the guide attention mask, all cut
+    to the shards. 3 devices, cfg 3."""
+    from ltx_tdp_devkit.ltx_helpers import add_iclora_guides, conditioning
+
+    pos, neg, latent = add_iclora_guides(comfy, vae, _latent(), conditioning(1), conditioning(2))
+    kw = dict(cfg=3.0, positive=pos, negative=neg)
+    single = ksample(comfy, ltxv3, latent, **kw)
+    rows = BlockRows()
+    with fake_devices(3):
+        multi = ksample(comfy, cfg_split(sequence(rows.on(ltxv3, LAYERS)), 3), latent, **kw)
+    err = relative_error(multi, single)
+    assert err <= BOUND, f"LTXV with guides: differs from one device by {err:.3e} (relative), bound {BOUND}"
+    assert max(rows.rows) < 240, f"240 video tokens and the guides' were not sharded: {sorted(set(rows.rows))}"

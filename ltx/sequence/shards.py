@@ -8,6 +8,7 @@ rows; values without a video-token axis stay whole.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -63,16 +64,40 @@ def slice_tokens(value: Any, rows: range, tokens: int) -> Any:
 
 
 def _compressed_rows(value: Any, rows: range, tokens: int) -> Any:
-    """A CompressedTimestep's rows `rows` as an uncompressed one (patches_per_frame None keeps the data per token;
-    its modulation is the same sum, row by row, as the compressed one's expanded)."""
+    """A CompressedTimestep's rows `rows`, still per frame: the frames the rows touch, whose modulation is computed
+    per frame and expanded as the whole one's is, then cut to the rows (`_shard_class`). Memory: the shard's
+    rows, never the whole sequence's per-token modulation."""
     per = int(value.patches_per_frame)
     if value.num_frames * per != tokens:
         return value
+    if per == 1:
+        return type(value)(value.data[:, rows.start:rows.stop], None)
     first, last = rows.start // per, -(-rows.stop // per)
-    data = value.data[:, first:last]
-    data = data.unsqueeze(2).expand(data.shape[0], data.shape[1], per, data.shape[2])
-    data = data.reshape(data.shape[0], -1, data.shape[-1])[:, rows.start - first * per:rows.stop - first * per]
-    return type(value)(data.contiguous(), None)
+    out = object.__new__(_shard_class(type(value)))
+    out.data = value.data[:, first:last]
+    out.batch_size, out.num_frames, out.patches_per_frame = value.batch_size, last - first, per
+    out.feature_dim = value.feature_dim
+    out.offset, out.length = rows.start - first * per, len(rows)
+    return out
+
+
+@functools.cache
+def _shard_class(base: type) -> type:
+    """A subclass of ComfyUI's CompressedTimestep (the model tells it from a tensor with isinstance) whose
+    per-token values are its frames' expanded, from token `offset` on, `length` of them."""
+
+    class ShardTimestep(base):
+        __slots__ = ("offset", "length")
+
+        def expand(self) -> torch.Tensor:
+            return super().expand()[:, self.offset:self.offset + self.length]
+
+        def expand_for_computation(self, scale_shift_table: torch.Tensor, batch_size: int,
+                                   indices: slice = slice(None, None)) -> tuple[torch.Tensor, ...]:
+            values = super().expand_for_computation(scale_shift_table, batch_size, indices)
+            return tuple(v[:, self.offset:self.offset + self.length] for v in values)
+
+    return ShardTimestep
 
 
 def shard_guide_mask(mask: Any, rows: range, tokens: int) -> Any:

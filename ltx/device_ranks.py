@@ -66,6 +66,11 @@ class _Stopped(Exception):
     """Another device failed or was interrupted: this device stops before its next unit."""
 
 
+Stopped = _Stopped
+"""Raised by a unit that stops because another device failed or was interrupted (e.g. an exchange between the
+devices was aborted): `DeviceRanks` counts it as stopped, never as that device's failure."""
+
+
 class _StopFlag:
     """Set by the first device that fails or takes ComfyUI's interrupt; every device checks it before a unit."""
 
@@ -103,8 +108,10 @@ class DeviceRanks:
     number of units done on every device."""
 
     def __init__(self, shares: Sequence[DeviceShare], pool: Any = None,
-                 on_unit: Callable[[int], None] | None = None):
+                 on_unit: Callable[[int], None] | None = None, unit: str = "a tile"):
         self.shares = tuple(shares)
+        self.unit = unit
+        """What a work unit is, as a failure names it ("a tile", "a video shard")."""
         self.pool = pool
         self.on_unit = on_unit
         self._done = 0
@@ -130,7 +137,7 @@ class DeviceRanks:
         for share in pooled:
             total, error = self.pool.get_result(share.device)
             outcomes.append(_Outcome(share, total, error))
-        _raise_first(outcomes)
+        _raise_first(outcomes, unit=self.unit)
         total = None
         for outcome in outcomes:
             if outcome.total is not None:
@@ -269,7 +276,7 @@ def _current_device(device: torch.device, back: torch.device) -> Iterator[None]:
         set_device(back)
 
 
-def _raise_first(outcomes: Sequence[_Outcome], what: str = "model call") -> None:
+def _raise_first(outcomes: Sequence[_Outcome], what: str = "model call", unit: str = "a tile") -> None:
     """Raise the first device failure (in device order) naming its device, else the first interrupt (ComfyUI's, or
     another BaseException such as KeyboardInterrupt, raised as it is)."""
     import comfy.model_management as mm
@@ -282,7 +289,8 @@ def _raise_first(outcomes: Sequence[_Outcome], what: str = "model call") -> None
         if isinstance(error, mm.InterruptProcessingException) or not isinstance(error, Exception):
             interrupt = interrupt or error  # Cancel, KeyboardInterrupt: raised as they are
             continue
-        message = f"LTX TDP: a tile of this {what} failed on {outcome.share.device}: {type(error).__name__}: {error}"
+        message = (f"LTX TDP: {unit} of this {what} failed on {outcome.share.device}: "
+                   f"{type(error).__name__}: {error}")
         oom = getattr(mm, "OOM_EXCEPTION", None)
         if oom is not None and isinstance(error, oom):
             raise type(error)(message) from error  # ComfyUI's out-of-memory handling still recognises it

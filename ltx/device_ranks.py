@@ -50,6 +50,11 @@ class _Stopped(Exception):
     """Another device failed or was interrupted: this device stops before its next unit."""
 
 
+Stopped = _Stopped
+"""Raised by a unit that stops because another device failed or was interrupted (e.g. an exchange between the
+devices was aborted): `DeviceRanks` counts it as stopped, never as that device's failure."""
+
+
 class _StopFlag:
     """Set by the first device that fails or takes ComfyUI's interrupt; every device checks it before a unit."""
 

@@ -25,6 +25,7 @@ STEPS = (
     Step("bf16_vs_fp32", "correctness", "two_by_two_bf16_matches_fp32_cpu", 45),
     Step("decode_one_tile", "correctness", "one_tile_decode_bit_identical", 45),
     Step("group_two_ranks", "correctness", "two_rank_group_matches_single_process", 90),
+    Step("sequence_parallel", "sequence_check", "sequence_parallel_on_one_device", 45),
     Step("dynamic_vram_lora", "comfy_defaults", "lora_under_dynamic_vram", 90),
     Step("memory_estimate", "comfy_defaults", "memory_comfyui_is_asked_for", 45),
     Step("decode_noise_field", "decode_checks", "diffusion_noise_field", 60),
@@ -41,7 +42,7 @@ STEPS = (
 GPU_BUDGET_S = 500
 """All steps together on a GPU: 8 min 20 s, inside the 10 minutes the check may take on one H200 (run.sh's set-up,
 the last step's stop and the report take seconds)."""
-WORK_DIR_MODULES = ("correctness", "comfy_defaults", "decode_checks")
+WORK_DIR_MODULES = ("correctness", "comfy_defaults", "decode_checks", "sequence_check")
 """Step modules whose functions take the work folder (tiny models saved there), not the sizes."""
 SMOKE_LIMIT_S = 300
 SMOKE_BUDGET_S = 1500

@@ -9,6 +9,9 @@ from typing import Any
 
 import torch
 
+LTXV_LAYERS = 3
+"""Blocks of the tests' LTXV (`deep_model(..., "ltxv", LTXV_LAYERS)`, the `ltxv3` fixture)."""
+
 BOUND = 2e-6
 """Largest |sharded - one device| / max |one device| the tests allow (measured on this CPU: 0 at cfg 1 and where
 one shard holds the whole batch, up to 5.3e-7 where a cond slice runs with batch 1 against batch 2 on one device;

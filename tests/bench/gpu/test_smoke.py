@@ -27,8 +27,8 @@ from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 
 CHECK = PACK_ROOT / "bench" / "gpu" / "check.py"
 RESULTS = PACK_ROOT / "bench" / "results" / "gpu.md"
-STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "dynamic_vram_lora", "memory_estimate",
-         "decode_noise_field", "decode_tile_memory", "ltx25_fp8", "ltx25_int8", "transformer_tiles", "vae_tiled",
+STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "sequence_parallel", "dynamic_vram_lora",
+         "memory_estimate", "decode_noise_field", "decode_tile_memory", "ltx25_fp8", "ltx25_int8", "transformer_tiles", "vae_tiled",
          "transformer_untiled", "vae_untiled")
 PEAK_RECORD = "peak GPU memory of the step"
 LTX2_STEPS = ("transformer_tiles", "transformer_untiled")

@@ -13,25 +13,13 @@ import threading
 
 import pytest
 
-from ltx_tdp_devkit.core_multigpu import SKIP_REASON, cfg_split, fake_devices, has_core_multigpu, pool_threads, \
-    torch_threads
+from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices, pool_threads
 from ltx_tdp_devkit.ltx_helpers import ksample, randn
-from ltx_tdp_devkit.sequence import BOUND, deep_model, relative_error, sequence
+from ltx_tdp_devkit.sequence import BOUND, LTXV_LAYERS, relative_error, sequence
 
-LAYERS = 3
+pytestmark = pytest.mark.usefixtures("core_multigpu")
 
-
-@pytest.fixture(scope="module")
-def ltxv3(comfy, comfy_base):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-    return deep_model(comfy, comfy_base, "ltxv", LAYERS)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
+LAYERS = LTXV_LAYERS
 
 
 def _latent() -> dict:
@@ -83,15 +71,23 @@ def test_a_failing_device_is_named_nothing_keeps_running_and_the_next_run_works(
 
 
 def test_cancel_stops_every_device_within_a_block(comfy, ltxv3):
-    """Cancel pressed in block 1 of the first call on this device: this device takes it before block 2, the other
-    device stops at its next block or in the exchange; of 3 blocks x 2 devices x 2 steps at most 5 run."""
+    """With a progress hook that raises the interrupt at every update, as ComfyUI's server's does. Cancel pressed
+    in block 1 of the first call on this device: this device takes it before block 2, the other device stops at
+    its next block or in the exchange; of 3 blocks x 2 devices x 2 steps at most 5 run."""
     import comfy.model_management as mm
 
     def press_cancel(device):
         if device is None:
             mm.interrupt_current_processing(True)  # what the UI's Cancel button sets
 
+    import comfy.utils as comfy_utils
+
+    def server_hook(value, total, preview=None, prompt_id=None, node_id=None):
+        mm.throw_exception_if_processing_interrupted()  # what ComfyUI's server hook does at every progress update
+
     probe = AtBlock(1, press_cancel)
+    before = comfy_utils.PROGRESS_BAR_HOOK
+    comfy_utils.set_progress_bar_global_hook(server_hook)
     with fake_devices(2):
         model = cfg_split(sequence(probe.on(ltxv3)), 2)
         try:
@@ -100,6 +96,7 @@ def test_cancel_stops_every_device_within_a_block(comfy, ltxv3):
         finally:
             interrupted = mm.processing_interrupted()
             mm.interrupt_current_processing(False)
+            comfy_utils.set_progress_bar_global_hook(before)
         assert not pool_threads(), f"MultiGPU pool threads still running after the interrupt: {pool_threads()}"
     assert not interrupted, "the interrupt was not taken (ComfyUI's flag is still set)"
     assert probe.blocks <= 2 * LAYERS - 1, f"{probe.blocks} block calls ran after Cancel in the first call's block 1"

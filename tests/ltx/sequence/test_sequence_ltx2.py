@@ -10,26 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from ltx_tdp_devkit.core_multigpu import SKIP_REASON, cfg_split, fake_devices, has_core_multigpu, torch_threads
+from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices
 from ltx_tdp_devkit.ltx_helpers import add_iclora_guides, conditioning, ksample, randn
 from ltx_tdp_devkit.sequence import BOUND, BlockRows, deep_model, relative_error, sequence
 
-pytestmark = pytest.mark.ltx2
+pytestmark = [pytest.mark.ltx2, pytest.mark.usefixtures("core_multigpu")]
 
 CONTEXT_DIM = 32
 LAYERS = 2
-
-
-@pytest.fixture(autouse=True)
-def core_multigpu(comfy):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -10,25 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_tdp_devkit.core_multigpu import (SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu,
-                                         pool_threads, torch_threads)
+from ltx_tdp_devkit.core_multigpu import TileCalls, cfg_split, fake_devices, pool_threads
 from ltx_tdp_devkit.ltx_helpers import ksample, randn
-from ltx_tdp_devkit.sequence import BOUND, BlockRows, deep_model, relative_error, sequence
+from ltx_tdp_devkit.sequence import BOUND, LTXV_LAYERS, BlockRows, relative_error, sequence
 
-LAYERS = 3
+pytestmark = pytest.mark.usefixtures("core_multigpu")
 
-
-@pytest.fixture(scope="module")
-def ltxv3(comfy, comfy_base):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-    return deep_model(comfy, comfy_base, "ltxv", LAYERS)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
+LAYERS = LTXV_LAYERS
 
 
 def _latent(seed: int = 2) -> dict:

@@ -91,8 +91,10 @@ class DeviceRanks:
     called in the calling thread after each of its units with the number of units done on every device."""
 
     def __init__(self, shares: Sequence[DeviceShare], pool: Any = None,
-                 on_unit: Callable[[int], None] | None = None):
+                 on_unit: Callable[[int], None] | None = None, unit: str = "a tile"):
         self.shares = tuple(shares)
+        self.unit = unit
+        """What a work unit is, as a failure names it ("a tile", "a video shard")."""
         self.pool = pool
         self.on_unit = on_unit
         self._done = 0
@@ -115,7 +117,7 @@ class DeviceRanks:
         for share in pooled:
             total, error = self.pool.get_result(share.device)
             outcomes.append(_Outcome(share, total, error))
-        _raise_first(outcomes)
+        _raise_first(outcomes, self.unit)
         total = None
         for outcome in outcomes:
             if outcome.total is not None:
@@ -167,7 +169,7 @@ class DeviceRanks:
             self.on_unit(done)
 
 
-def _raise_first(outcomes: Sequence[_Outcome]) -> None:
+def _raise_first(outcomes: Sequence[_Outcome], unit: str = "a tile") -> None:
     """Raise the first device failure (in device order) naming its device, else the first interrupt."""
     import comfy.model_management as mm
 
@@ -179,7 +181,8 @@ def _raise_first(outcomes: Sequence[_Outcome]) -> None:
         if isinstance(error, mm.InterruptProcessingException):
             interrupt = interrupt or error
             continue
-        message = f"LTX TDP: a tile of this model call failed on {outcome.share.device}: {type(error).__name__}: {error}"
+        message = (f"LTX TDP: {unit} of this model call failed on {outcome.share.device}: "
+                   f"{type(error).__name__}: {error}")
         oom = getattr(mm, "OOM_EXCEPTION", None)
         if oom is not None and isinstance(error, oom):
             raise type(error)(message) from error  # ComfyUI's out-of-memory handling still recognises it

@@ -19,6 +19,13 @@ import torch
 from ..device_ranks import Stopped
 
 
+def bytes_per_layer(tokens: int, shard: int, batch: int, element_size: int, widths: Sequence[int]) -> int:
+    """Bytes one device receives per transformer block: the keys and values (2 x width each) of the other
+    devices' `tokens - shard` video tokens, for every attention over video keys of the block (`widths`: LTXV and
+    LTX-2.5 video self-attention's; LTX-2 adds video_to_audio_attn's, the audio attention width)."""
+    return (tokens - shard) * batch * element_size * sum(2 * w for w in widths)
+
+
 class ExchangeAborted(Stopped):
     """Another rank of this exchange failed or was cancelled; this rank stops."""
 

@@ -88,14 +88,24 @@ class SequenceCall:
         """What `device` runs (called in its thread): its unit on its clone, through the rest of the wrapper chain."""
         import comfy.patcher_extension as ext
 
-        model = self.devices.models[device]
-        inner = getattr(model, self.executor.original.__name__)
+        try:
+            model = self.devices.models[device]
+            inner = getattr(model, self.executor.original.__name__)
+            options = device_options(self.options, device)
+        except BaseException:
+            self.abort()  # the other devices may already wait in an exchange
+            raise
 
-        def run(inputs: CallInputs, options: dict[str, Any]) -> torch.Tensor:
+        def run(inputs: CallInputs, opts: dict[str, Any]) -> torch.Tensor:
             chain = ext.WrapperExecutor.new_class_executor(inner, model, self.executor.wrappers, self.executor.idx + 1)
-            return chain.execute(inputs.x, inputs.t, None, inputs.c_crossattn, self.control, options, **inputs.kwargs)
+            return chain.execute(inputs.x, inputs.t, None, inputs.c_crossattn, self.control, opts, **inputs.kwargs)
 
-        return self._partial(device, device_options(self.options, device), run, move=True)
+        return self._partial(device, options, run, move=True)
+
+    def abort(self) -> None:
+        """Release every device waiting in an exchange of this call (they stop, counted as stopped)."""
+        for exchange in self.exchanges:
+            exchange.abort()
 
     def own_partial(self):
         device = self.devices.devices[0]
@@ -109,19 +119,18 @@ class SequenceCall:
     def _partial(self, device: torch.device, options: dict[str, Any], run: Any, move: bool):
         def partial(unit: int, units: int, before: Any) -> torch.Tensor:
             group, rank = divmod(unit, self.size)
-            exchange = self.exchanges[group]
-            part = self.parts[group].to(device) if move else self.parts[group]
-            opts = options
             try:
+                part = self.parts[group].to(device) if move else self.parts[group]
+                opts = options
                 if before is not None:
                     before(None)
                 if self.size > 1:
                     stop = (lambda: before(None)) if before is not None else check_interrupt
-                    opts = sharded_options(options, ShardContext(rank, self._group_speeds(group), exchange, stop),
-                                           self.blocks)
+                    context = ShardContext(rank, self._group_speeds(group), self.exchanges[group], stop)
+                    opts = sharded_options(options, context, self.blocks)
                 out = run(part, opts)
             except BaseException:
-                exchange.abort()
+                self.abort()
                 raise
             if unit == 0:
                 self.dtype = out.dtype
@@ -139,7 +148,8 @@ class SequenceCall:
     def run(self) -> torch.Tensor:
         """The call's output, on this device, as one device computes it (within fp32 rounding)."""
         devices = self.devices.devices
-        ranks = DeviceRanks([DeviceShare(d, range(u, u + 1)) for u, d in enumerate(devices)], self.devices.pool)
+        ranks = DeviceRanks([DeviceShare(d, range(u, u + 1)) for u, d in enumerate(devices)], self.devices.pool,
+                            unit="a video shard" if self.size > 1 else "a cond slice")
         flat = ranks.reduce(self, self.own_partial())
         check_interrupt()
         return flat.to(self.dtype or torch.float32).view(self.inputs.x.shape)

@@ -61,7 +61,8 @@ def test_a_failing_device_is_named_nothing_keeps_running_and_the_next_run_works(
 
     with fake_devices(2):
         failing = cfg_split(sequence(AtBlock(1, fail_on_the_clone).on(ltxv3)), 2)
-        with pytest.raises(DeviceFailure, match=r"failed on cpu:1: RuntimeError: simulated fault on this device"):
+        failed = r"a video shard of this model call failed on cpu:1: RuntimeError: simulated fault on this device"
+        with pytest.raises(DeviceFailure, match=failed):
             ksample(comfy, failing, _latent())
         assert not pool_threads(), f"MultiGPU pool threads still running after the failure: {pool_threads()}"
         again = ksample(comfy, cfg_split(sequence(ltxv3), 2), _latent())

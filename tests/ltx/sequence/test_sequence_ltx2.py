@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices
-from ltx_tdp_devkit.ltx_helpers import add_iclora_guides, conditioning, ksample, randn
+from ltx_tdp_devkit.ltx_helpers import GUIDANCE, add_iclora_guides, conditioning, ksample, randn
 from ltx_tdp_devkit.sequence import BOUND, BlockRows, deep_model, relative_error, sequence
 
 pytestmark = [pytest.mark.ltx2, pytest.mark.usefixtures("core_multigpu")]
@@ -60,13 +60,6 @@ def test_audio_and_video_equal_one_device(comfy, ltxav2, n, cfg):
     assert max(rows.rows) < 192 or (n, cfg) == (2, 3.0), f"the video tokens were not sharded: {sorted(set(rows.rows))}"
 
 
-GUIDANCE = {
-    "none": None,
-    "stg": ("LTXVSpatioTemporalGuidance", dict(scale=2.0, blocks="0", start_percent=0.0, end_percent=1.0)),
-    "modality": ("LTXVModalityGuidance", dict(modality_scale=3.0, start_percent=0.0, end_percent=1.0)),
-}
-
-
 @pytest.mark.ltx25
 @pytest.mark.parametrize("kind", list(GUIDANCE))
 def test_ltx25_keyframe_and_guide_equal_one_device(comfy, ltx25_2, vae, kind):
@@ -86,4 +79,26 @@ def test_ltx25_keyframe_and_guide_equal_one_device(comfy, ltx25_2, vae, kind):
     with fake_devices(3):
         multi = ksample(comfy, cfg_split(sequence(rows.on(model, LAYERS)), 3), latent, **kw)
     _check(multi, single, f"LTX-2.5 with guides, {kind}")
-    assert len(set(rows.rows)) > 1 or max(rows.rows) < 192, f"not sharded: {sorted(set(rows.rows))}"
+    assert max(rows.rows) < 192, f"192 video tokens and the guides' were not sharded: {sorted(set(rows.rows))}"
+
+
+def test_bytes_exchanged_are_the_documented_bytes_per_layer(comfy, ltxav2):
+    """Every rank of every call receives exactly LAYERS x bytes_per_layer (video self-attention's and
+    video_to_audio_attn's keys and values of the other shard) plus the last block's gathered output."""
+    from ltx_tdp.ltx.sequence.exchange import bytes_per_layer
+    from ltx_tdp.ltx.sequence.run import CONTEXT_KEY
+
+    contexts = []
+
+    def record(args, extra):
+        contexts.append(args["transformer_options"][CONTEXT_KEY])
+        return extra["original_block"](args)
+
+    model = ltxav2.clone()
+    model.set_model_patch_replace(record, "dit", "double_block", 0)
+    with fake_devices(2):
+        ksample(comfy, cfg_split(sequence(model), 2), _av_latent(comfy), **_kw(1.0))
+    width = 16  # the tiny model's video and audio attention widths (2 heads x 8)
+    per_call = LAYERS * bytes_per_layer(192, 96, 1, 4, (width, width)) + 96 * 4 * width
+    got = {ctx.exchange.bytes_received[ctx.rank] for ctx in contexts}
+    assert len(contexts) == 2 * 2 and got == {per_call}, f"bytes received per rank and call: {got}, want {per_call}"

@@ -23,11 +23,10 @@ def _latent(seed: int = 2) -> dict:
     return {"samples": randn(1, 128, 3, 8, 10, seed=seed)}  # 240 video tokens
 
 
-@pytest.mark.parametrize("cfg", [1.0, 3.0])
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize(("n", "cfg"), [(2, 1.0), (3, 1.0), (2, 3.0), (3, 3.0), (4, 3.0)])
 def test_devices_equal_one_device(comfy, ltxv3, n, cfg):
     """cfg 1: the tokens in n shards of the whole batch. cfg 3 on 2 devices: one cond each, whole (the cheaper
-    layout: no exchange); on 3 devices: 3 shards of the batch of 2."""
+    layout: no exchange); on 3 devices: 3 shards of the batch of 2; on 4: two groups, each 2 shards of a cond."""
     single = ksample(comfy, ltxv3, _latent(), cfg=cfg)
     calls, rows = TileCalls(), BlockRows()
     with fake_devices(n):
@@ -35,7 +34,7 @@ def test_devices_equal_one_device(comfy, ltxv3, n, cfg):
     err = relative_error(multi, single)
     assert err <= BOUND, f"{n} devices, cfg {cfg}: differs from one device by {err:.3e} (relative), bound {BOUND}"
     assert calls.models() == n, f"{n} devices, cfg {cfg}: the model ran on {calls.models()} models, expected {n}"
-    want = {240} if (n, cfg) == (2, 3.0) else {240 // n}
+    want = {(2, 3.0): {240}, (4, 3.0): {120}}.get((n, cfg), {240 // n})
     assert set(rows.rows) == want, f"{n} devices, cfg {cfg}: blocks ran {sorted(set(rows.rows))} video tokens"
     assert len(rows.rows) == n * LAYERS * 2, f"{len(rows.rows)} block calls, expected {n} devices x {LAYERS} x 2 steps"
     assert not pool_threads(), "a MultiGPU pool thread outlived the sampling run"
@@ -62,3 +61,22 @@ def test_without_multigpu_clones_the_node_changes_nothing_and_says_so_once(comfy
         out = ksample(comfy, sequence(ltxv3), _latent(), cfg=3.0)
     assert torch.equal(out, single), f"one device: differs by {(out - single).abs().max():.3e}"
     assert caplog.text.count("no MultiGPU clones") == 1, f"expected one log line saying so:\n{caplog.text}"
+
+
+@pytest.mark.parametrize("sampler", ["dpmpp_2m", "res_multistep"])
+def test_other_samplers_equal_one_device(comfy, ltxv3, sampler):
+    """Samplers differ only in how they combine model calls; each call is sharded as with euler."""
+
+    def run(model) -> torch.Tensor:
+        from ltx_tdp_devkit.ltx_helpers import conditioning
+
+        (out,) = comfy.run_node("KSampler", model=model, seed=3, steps=3, cfg=1.0, sampler_name=sampler,
+                                scheduler="simple", positive=conditioning(1), negative=conditioning(2),
+                                latent_image=_latent(), denoise=0.6)
+        return out["samples"]
+
+    single = run(ltxv3)
+    with fake_devices(2):
+        multi = run(cfg_split(sequence(ltxv3), 2))
+    err = relative_error(multi, single)
+    assert err <= BOUND, f"{sampler}: differs from one device by {err:.3e} (relative), bound {BOUND}"

@@ -46,3 +46,13 @@ def test_the_speedup_is_below_the_device_count_and_grows_with_the_size_and_the_l
 def test_the_committed_page_is_what_the_script_prints():
     page = (comm.RESULTS / "sequence_comm.md").read_text()
     assert page == comm.page(), "bench/results/sequence_comm.md is stale: run python bench/sequence/comm.py --write"
+
+
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_the_paper_bytes_are_the_engines_own_formula(devices):
+    """comm.py's table and the exchange (ltx/sequence/exchange.py) count the same bytes, at shards that divide."""
+    from ltx_tdp.ltx.sequence.exchange import bytes_per_layer
+
+    tokens, model = comm.stage1_tokens(3840, 2160), comm.LTX25
+    engine = bytes_per_layer(tokens, tokens // devices, 1, model.bytes_per_value, (model.video_inner, model.audio_inner))
+    assert comm.bytes_received_per_layer(tokens, devices) == engine, (comm.bytes_received_per_layer(tokens, devices), engine)

@@ -1,8 +1,11 @@
 """TDP over ComfyUI's own MultiGPU on a headless server that reports two devices. ComfyUI's official LTX-2.5
 text-to-video template, with TDP on stage 2 and core's MultiGPU CFG Split added after the patcher through the real
 frontend, runs stage 2's tiles on both devices in one process and gives the one-device run's result bit for bit;
-the pack's LTX-2.5 multi-GPU example runs its stage 2 on both devices as the frontend queues it. A fault on one device fails the prompt with the device named, and
-the server runs the next prompt.
+the same template with one MultiGPU CFG Split on the loaded model, LTX Sequence Parallel on stage 1 and TDP on
+stage 2 spreads both stages over both devices and gives the one-device run's result within the sequence path's
+fp32 bound; the pack's LTX-2.5 multi-GPU example (the same layout) runs both stages on both devices as the
+frontend queues it. A fault on one device fails the prompt with the device named, and the server runs the next
+prompt.
 
 HARDWARE MOCK: the server starts with LTX_TDP_TEST_FAKE_DEVICES=2, so the test node pack makes
 `comfy.model_management.get_all_torch_devices` report cpu and cpu:1 (ltx_tdp_devkit.core_multigpu); the
@@ -29,6 +32,7 @@ from ltx_tdp_devkit.api_prompts import tdp_upscale_prompt
 from ltx_tdp_devkit.core_multigpu import FAKE_DEVICES_ENV, SKIP_REASON
 from ltx_tdp_devkit.latent_outputs import add_latent_saves, saved_latents
 from ltx_tdp_devkit.paths import comfyui_has_ltx25
+from ltx_tdp_devkit.sequence import BOUND, relative_error
 from ltx_tdp_devkit.server import ComfyServer, PromptFailed
 from ltx_tdp_devkit.templates import Stage2, add_tdp_to_stage2, api_id, load_template, ltx2_template_ids, stage2
 from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
@@ -38,6 +42,10 @@ pytestmark = pytest.mark.server
 
 TEMPLATE = "video_ltx2_5_t2v"
 LAYOUT = re.compile(r"LTX TDP: model calls run as (\d+) work units \(one per tile\) over 2 devices: cpu (\d+), cpu:1 (\d+)")
+SEQUENCE_LAYOUT = re.compile(r"LTX Sequence Parallel: model calls run with the video tokens in 2 shards by speed: "
+                             r"cpu \(speed [\d.]+\), cpu:1 \(speed [\d.]+\)")
+"""The sequence path's layout line. It is logged once per server process (per layout), so only the first prompt
+that runs stage 1 sequence-parallel in this module's server says it: the template test below."""
 _seeds = itertools.count(500)
 
 
@@ -125,9 +133,56 @@ def test_ltx25_template_with_multigpu_cfg_split_runs_stage2_tiles_on_both_device
 
 @pytest.mark.ltx2
 @pytest.mark.ltx25
-def test_the_ltx25_multigpu_example_runs_stage2_on_both_devices(two_device_server, frontend, tiny_names):
-    """The pack's LTX-2.5 multi-GPU example (MultiGPU CFG Split after the patcher, `gpus` on its face) as the
-    frontend queues it, on the tiny models."""
+def test_ltx25_template_with_sequence_parallel_on_stage1_and_tdp_on_stage2_spreads_both_stages(
+        comfy_base, two_device_server, frontend, tiny_names):
+    """Stage 1's video tokens are sharded over both devices (LTX Sequence Parallel), stage 2's tiles spread over them
+    (TDP), both on one MultiGPU CFG Split of the loaded model, as the frontend builds it from the official template."""
+    template = load_template(TEMPLATE)
+    stage = stage2(TEMPLATE, template)
+    assert stage is not None and len(stage.stage1_guiders) == 1, f"{TEMPLATE}: stage 1's guiders {stage}"
+    (stage1_guider,) = stage.stage1_guiders
+    report = frontend.load(template)
+    assert report.load_error is None and not report.missing_types, report
+    edit = add_tdp_to_stage2(frontend, stage)
+    one_device_api = frontend.graph_to_prompt()
+    origin = api_id(stage.path, stage.model_origin[0])
+    assert one_device_api[api_id(stage.path, stage1_guider)]["inputs"]["model"] == [origin, stage.model_origin[1]], (
+        "stage 1's guider does not take the model stage 2's patcher takes")
+    _, top, right, _ = frontend.node_bounds(stage.path, [edit.patcher])
+    split = frontend.add_node(stage.path, "MultiGPU_WorkUnits", (right + 40, top))
+    sequence = frontend.add_node(stage.path, "LTXTDPSequenceParallel", (right + 40, top + 140))
+    frontend.connect(stage.path, *stage.model_origin, split, "model")
+    frontend.connect(stage.path, split, 0, edit.patcher, "model")
+    frontend.connect(stage.path, split, 0, sequence, "model")
+    frontend.connect(stage.path, sequence, 0, stage1_guider, "model")
+    two_device_api = frontend.graph_to_prompt()
+
+    split_id, sequence_id = api_id(stage.path, split), api_id(stage.path, sequence)
+    node = two_device_api[sequence_id]
+    assert (node["class_type"], node["inputs"]) == ("LTXTDPSequenceParallel", {"model": [split_id, 0]}), node
+    assert two_device_api[api_id(stage.path, stage1_guider)]["inputs"]["model"] == [sequence_id, 0]
+    assert two_device_api[api_id(stage.path, edit.patcher)]["inputs"]["model"] == [split_id, 0]
+
+    one = _run(two_device_server, comfy_base, one_device_api, tiny_names, stage, f"{TEMPLATE}_sp_one_device")
+    log_before = len(two_device_server.log_text())
+    two = _run(two_device_server, comfy_base, two_device_api, tiny_names, stage, f"{TEMPLATE}_sp_two_devices")
+    log = two_device_server.log_text()[log_before:]
+    assert SEQUENCE_LAYOUT.search(log), f"stage 1 did not run sequence-parallel on both devices; the log:\n{log[-3000:]}"
+    layouts = LAYOUT.findall(log)
+    assert layouts and all(int(here) and int(there) for _, here, there in layouts), (
+        f"stage 2's tiles did not run on both devices; the pack logged {layouts}")
+    for part in ("stage1_audio", "stage2_video", "stage2_audio"):
+        err = relative_error(two[part], one[part])
+        assert two[part].shape == one[part].shape and err <= BOUND, (
+            f"{part}: two devices differ from one by {err:.3e} (relative), bound {BOUND}")
+    assert torch.equal(two["stage2_audio"], two["stage1_audio"]), "held audio: stage 2 changed stage 1's audio"
+
+
+@pytest.mark.ltx2
+@pytest.mark.ltx25
+def test_the_ltx25_multigpu_example_runs_both_stages_on_both_devices(two_device_server, frontend, tiny_names):
+    """The pack's LTX-2.5 multi-GPU example (one MultiGPU CFG Split on the loaded model, `gpus` on its face; LTX
+    Sequence Parallel on stage 1, the TDP patcher on stage 2) as the frontend queues it, on the tiny models."""
     from ltx_tdp_devkit.paths import PACK_ROOT
     from ltx_tdp_devkit.workflow_format import load
 
@@ -136,12 +191,17 @@ def test_the_ltx25_multigpu_example_runs_stage2_on_both_devices(two_device_serve
     prompt = tiny_prompt(frontend.graph_to_prompt(), tiny_names)
     splits = [n for n in prompt.values() if n["class_type"] == "MultiGPU_WorkUnits"]
     assert [n["inputs"]["max_gpus"] for n in splits] == [2], f"the example's MultiGPU CFG Split nodes: {splits}"
+    (split_id,) = [k for k, n in prompt.items() if n["class_type"] == "MultiGPU_WorkUnits"]
+    sequence = [n for n in prompt.values() if n["class_type"] == "LTXTDPSequenceParallel"]
+    patcher = [n for n in prompt.values() if n["class_type"] == "LTXTDPModelPatcher"]
+    assert [n["inputs"]["model"] for n in sequence + patcher] == [[split_id, 0]] * 2, (sequence, patcher)
     log_before = len(two_device_server.log_text())
     entry = two_device_server.run(prompt, timeout=900)
     assert entry["status"]["status_str"] == "success", entry["status"]
     layouts = LAYOUT.findall(two_device_server.log_text()[log_before:])
     assert layouts and all(int(here) and int(there) for _, here, there in layouts), (
         f"the example's stage 2 did not run on both devices; the pack logged {layouts}")
+    assert SEQUENCE_LAYOUT.search(two_device_server.log_text()), "no stage 1 of this server ran sequence-parallel"
 
 
 def _tiny_prompt_with_split(model_names: dict, fail: bool) -> dict:

@@ -17,9 +17,7 @@ import torch
 
 from ltx_tdp_devkit.core_multigpu import SKIP_REASON, cfg_split, fake_devices, has_core_multigpu, torch_threads
 from ltx_tdp_devkit.ltx_helpers import ksample, load_ltxv, randn, tdp_2x2
-
-INERT = "tdp_test_inert"
-"""A transformer_options["patches"] name no model reads: the patch there is only cast to each device."""
+from ltx_tdp_devkit.option_probes import INERT, Movable, context_rows, shape
 
 
 @pytest.fixture(scope="module")
@@ -39,32 +37,6 @@ def _sample(comfy, model, cfg: float = 1.0) -> torch.Tensor:
     return ksample(comfy, model, {"samples": randn(1, 128, 3, 8, 10, seed=2)}, steps=2, cfg=cfg)
 
 
-class _Movable:
-    """A patch or wrapper with `.to`, as ComfyUI's casts call it: records the thread, returns a moved copy."""
-
-    def __init__(self, casts: list[str], device: Any = None):
-        self.casts, self.device = casts, device
-
-    def to(self, device: Any) -> "_Movable":
-        self.casts.append(threading.current_thread().name)
-        return type(self)(self.casts, device)
-
-    def __call__(self, executor, *args, **kwargs):  # as an APPLY_MODEL wrapper: passes the call on
-        return executor(*args, **kwargs)
-
-
-def _shape(options: dict[str, Any]) -> dict[str, Any]:
-    """The identities of the caller's patch, wrapper and callback containers and of every entry in them."""
-    def ids(value: Any) -> Any:
-        if isinstance(value, dict):
-            return (id(value), {k: ids(v) for k, v in value.items()})
-        if isinstance(value, list):
-            return (id(value), [ids(v) for v in value])
-        return id(value)
-
-    return {key: ids(options.get(key)) for key in ("patches", "patches_replace", "wrappers", "callbacks")}
-
-
 def test_other_devices_options_are_built_here_and_leave_the_callers_untouched(comfy, ltxv):
     import comfy.patcher_extension as ext
 
@@ -74,14 +46,14 @@ def test_other_devices_options_are_built_here_and_leave_the_callers_untouched(co
     def outer(executor, *args, **kwargs):  # before TDP's wrapper: the caller's transformer_options, whole call
         options = args[5]
         seen["threads"].add(threading.current_thread().name)
-        seen["call"] = _shape(options)
+        seen["call"] = shape(options)
         out = executor(*args, **kwargs)
-        if _shape(options) != seen["call"]:
-            seen["changed"].append(f"after the call: {seen['call']} -> {_shape(options)}")
+        if shape(options) != seen["call"]:
+            seen["changed"].append(f"after the call: {seen['call']} -> {shape(options)}")
         return out
 
     def inner(executor, *args, **kwargs):  # after TDP's, on this device: no entry replaced while the call runs
-        if executor.class_obj is main and _shape(args[5]) != seen["call"]:
+        if executor.class_obj is main and shape(args[5]) != seen["call"]:
             seen["changed"].append("during the call")
         return executor(*args, **kwargs)
 
@@ -90,8 +62,8 @@ def test_other_devices_options_are_built_here_and_leave_the_callers_untouched(co
     with fake_devices(2):
         model = tdp_2x2(outside)
         model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_inner", inner)
-        model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_movable", _Movable(casts))
-        model.set_model_patch(_Movable(casts), INERT)
+        model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_movable", Movable(casts))
+        model.set_model_patch(Movable(casts), INERT)
         model = cfg_split(model, 2)
         main = model.model
         multi = _sample(comfy, model)
@@ -113,18 +85,15 @@ def test_a_tile_of_a_cut_cond_batch_sees_its_own_conds_cond_or_uncond_and_uuids(
     tiles: list[tuple[int, list, list, list[float]]] = []
     lock = threading.Lock()
 
-    def rows(args) -> list[float]:
-        return [float(row.double().sum()) for row in args[3]]  # the text context, one row per cond of the batch
-
     def outer(executor, *args, **kwargs):  # before TDP's wrapper: the whole call as ComfyUI batched it
         options = args[5]
-        whole.extend(zip(options["cond_or_uncond"], options["uuids"], rows(args)))
+        whole.extend(zip(options["cond_or_uncond"], options["uuids"], context_rows(args)))
         return executor(*args, **kwargs)
 
     def inner(executor, *args, **kwargs):  # after TDP's wrapper: one tile call on some device
         options = args[5]
         with lock:
-            tiles.append((int(args[0].shape[0]), list(options["cond_or_uncond"]), list(options["uuids"]), rows(args)))
+            tiles.append((int(args[0].shape[0]), list(options["cond_or_uncond"]), list(options["uuids"]), context_rows(args)))
         return executor(*args, **kwargs)
 
     outside = ltxv.clone()

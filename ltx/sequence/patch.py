@@ -12,6 +12,7 @@ the log says so once. TDP (the tile path, for stage 2) and this node do not go o
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from ..errors import UnsupportedInput
@@ -24,6 +25,8 @@ from .run import SequenceCall
 log = logging.getLogger(__name__)
 
 _said: set[str] = set()
+_layouts: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+"""The layout last logged per sampling run (ComfyUI makes a MultiGPU thread pool per run)."""
 
 
 def has_sequence_parallel(model_patcher: Any) -> bool:
@@ -56,7 +59,9 @@ class SequenceModelWrapper:
             raise UnsupportedInput("LTX Sequence Parallel cannot shard concat conditioning (c_concat); LTX models "
                                    "do not use it")
         call = SequenceCall(devices, executor, CallInputs(x, t, c_crossattn, kwargs), control, transformer_options)
-        _say_once(f"layout {call.describe()}", f"LTX Sequence Parallel: model calls run with {call.describe()}")
+        if _layouts.get(pool) != call.describe():  # once per sampling run, and again when the layout changes
+            _layouts[pool] = call.describe()
+            log.info("LTX Sequence Parallel: model calls run with %s", call.describe())
         return call.run()
 
 

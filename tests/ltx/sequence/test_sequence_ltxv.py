@@ -74,6 +74,17 @@ def test_without_multigpu_clones_the_node_changes_nothing_and_says_so_once(comfy
     assert caplog.text.count("no MultiGPU clones") == 1, f"expected one log line saying so:\n{caplog.text}"
 
 
+def test_the_log_says_how_model_calls_ran_once_per_sampling_run(comfy, ltxv3, caplog):
+    """Two sampling runs of 2 steps each (ComfyUI makes a thread pool per run): the layout is logged once in each,
+    so every prompt's log says how its stage 1 ran."""
+    with fake_devices(2), caplog.at_level("INFO", logger="ltx_tdp"):
+        model = cfg_split(sequence(ltxv3), 2)
+        for _ in range(2):
+            ksample(comfy, model, _latent(), cfg=1.0)
+    lines = caplog.text.count("LTX Sequence Parallel: model calls run with the video tokens in 2 shards")
+    assert lines == 2, f"expected the layout once per sampling run (2), got {lines}:\n{caplog.text}"
+
+
 @pytest.mark.parametrize("sampler", ["dpmpp_2m", "res_multistep"])
 def test_other_samplers_equal_one_device(comfy, ltxv3, sampler):
     """Samplers differ only in how they combine model calls; each call is sharded as with euler."""

@@ -198,10 +198,11 @@ def test_the_ltx25_multigpu_example_runs_both_stages_on_both_devices(two_device_
     log_before = len(two_device_server.log_text())
     entry = two_device_server.run(prompt, timeout=900)
     assert entry["status"]["status_str"] == "success", entry["status"]
-    layouts = LAYOUT.findall(two_device_server.log_text()[log_before:])
+    log = two_device_server.log_text()[log_before:]
+    layouts = LAYOUT.findall(log)
     assert layouts and all(int(here) and int(there) for _, here, there in layouts), (
         f"the example's stage 2 did not run on both devices; the pack logged {layouts}")
-    assert SEQUENCE_LAYOUT.search(two_device_server.log_text()), "no stage 1 of this server ran sequence-parallel"
+    assert SEQUENCE_LAYOUT.search(log), f"the example's stage 1 did not run sequence-parallel; the log:\n{log[-3000:]}"
 
 
 def _tiny_prompt_with_split(model_names: dict, fail: bool) -> dict:

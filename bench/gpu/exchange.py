@@ -99,7 +99,7 @@ def exchange_cost(rec: Records, sizes: Sizes) -> None:
                 torch.equal(back[0], k) and torch.equal(back[1], v), to_host_s=d2h, to_device_s=h2d,
                 pinned=cuda, repeats=repeats)
         if cuda and torch.cuda.device_count() >= 2:
-            other = torch.device("cuda", (dev.index or 0) + 1 if (dev.index or 0) + 1 < torch.cuda.device_count() else 0)
+            other = torch.device("cuda", ((dev.index or 0) + 1) % torch.cuda.device_count())
             peer = torch.cuda.can_device_access_peer(dev, other)
             label = f"{kv.label}: {dev} -> {other} ({'peer access' if peer else 'no peer access: the driver stages'})"
             targets = [torch.empty(kv.shape, dtype=torch.bfloat16, device=other) for _ in range(2)]

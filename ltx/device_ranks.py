@@ -8,6 +8,10 @@ device's model clone. Each device sums its units in the partials' float64; the s
 Float64 sums of fp32 products do not depend on the order of the terms (`tiling.exact_sum_dtype`), so any split
 of the units over the devices gives the bits one device gives.
 
+`DeviceRanks.gather` runs a decode's tiles (one unit each) the same way: this device's blended here, every other
+device's decoded in its pool thread on its own VAE replica (`job.tiles_on(device)`), moved to system memory and
+blended here in tile order, so the output is one device's bit for bit.
+
 Between units every thread checks ComfyUI's interrupt and a shared stop flag: the first failure or interrupt on
 any device stops the others at their next unit, this thread waits for all of them (nothing keeps running), then
 raises the failure naming its device, or the interrupt.
@@ -15,6 +19,7 @@ raises the failure naming its device, or the interrupt.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +37,14 @@ class DeviceJob(Protocol):
 
     def partial_on(self, device: torch.device) -> Partial:
         """partial(unit, world, before_tile) on `device` (called in that device's thread)."""
+
+
+class DeviceGatherJob(Protocol):
+    """What the other devices run of a gather: their tiles, decoded on their own replica."""
+
+    def tiles_on(self, device: torch.device) -> Callable[[Any], torch.Tensor]:
+        """tile -> its result in system memory, on `device` (called in the calling thread; the function it returns
+        runs in that device's thread)."""
 
 
 @dataclass(frozen=True)
@@ -120,10 +133,72 @@ class DeviceRanks:
             raise ValueError("DeviceRanks.reduce: no device ran a unit")
         return total
 
-    def gather(self, job: Any, partial: Partial, plan: TilePlan, add: AddTile) -> None:
-        """This device alone: ComfyUI holds a VAE on one device only (Select VAE Device moves it; nothing holds
-        one VAE on several), so a decode's tiles are not spread over devices."""
-        partial(0, 1, None)
+    def gather(self, job: DeviceGatherJob, partial: Partial, plan: TilePlan, add: AddTile) -> None:
+        """Every tile of `plan` (one unit each: `world` is its tile count) blended into this device's output in
+        tile order, so any split over the devices gives one device's bits (the shares are contiguous, this
+        device's first): this device's tiles by `partial` here, every other device's decoded in its pool thread by
+        `job.tiles_on(device)` (made here, in the calling thread), each tile moved to system memory there and
+        blended here by `add`. Raises after every device has stopped, a failure naming its device."""
+        if self.world != len(plan.tiles):
+            raise ValueError(f"DeviceRanks.gather: {self.world} units for {len(plan.tiles)} tiles")
+        stop = _StopFlag()
+        grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+        own, others = self.shares[0], [s for s in self.shares[1:] if len(s.units)]
+        finished: dict[torch.device, queue.Queue] = {s.device: queue.Queue() for s in others}
+        runs: dict[torch.device, Callable[[Any], torch.Tensor]] = {}
+        for share in others:  # ComfyUI loads each device's replica in this thread, before any tile runs
+            try:
+                runs[share.device] = job.tiles_on(share.device)
+            except BaseException as e:  # noqa: BLE001 (nothing runs yet: raised at once, naming the device)
+                _raise_first([_Outcome(share, None, e)], "VAE decode")
+        pooled = [s for s in others if self.pool is not None and s.device in self.pool.devices]
+        for share in pooled:
+            self.pool.submit(share.device, self._tiles_of, share, stop, grad, inference, runs[share.device], plan,
+                             finished[share.device])
+        outcomes = [_Outcome(own)]
+        try:
+            for unit in own.units:  # `partial` blends each into the output itself
+                partial(unit, self.world, stop.before_unit)
+                self._count(True)
+        except _Stopped:
+            pass
+        except BaseException as e:  # noqa: BLE001 (raised once every device has stopped)
+            stop.set()
+            outcomes[0].error = e
+        for share in others:
+            if share not in pooled:  # no pool: this thread decodes them now
+                outcomes.append(_Outcome(share))
+                try:
+                    self._tiles_of(share, stop, grad, inference, runs[share.device], plan, finished[share.device])
+                except BaseException as e:  # noqa: BLE001 (reported with its device below)
+                    outcomes[-1].error = e
+            for unit, result in iter(finished[share.device].get, None):
+                if not any(o.error for o in outcomes):
+                    add(plan.tiles[unit], result)
+                    if self.on_unit is not None:
+                        self.on_unit(self._done)
+                del result
+            if share in pooled:
+                outcomes.append(_Outcome(share, *self.pool.get_result(share.device)))
+        _raise_first(outcomes, "VAE decode")
+
+    def _tiles_of(self, share: DeviceShare, stop: _StopFlag, grad: bool, inference: bool,
+                  decode: Callable[[Any], torch.Tensor], plan: TilePlan, finished: queue.Queue) -> None:
+        """Decode `share`'s tiles (in its device's thread), each put in `finished` as (unit, its result in system
+        memory); None is put last, whatever happens."""
+        try:
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                for unit in share.units:
+                    stop.before_unit()
+                    finished.put((unit, decode(plan.tiles[unit])))
+                    self._count(False)
+        except _Stopped:
+            return
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            finished.put(None)
 
     def _outcome(self, share: DeviceShare, stop: _StopFlag, partial_on: Callable[[torch.device], Partial],
                  calling: bool = False) -> _Outcome:
@@ -162,7 +237,7 @@ class DeviceRanks:
             self.on_unit(done)
 
 
-def _raise_first(outcomes: Sequence[_Outcome]) -> None:
+def _raise_first(outcomes: Sequence[_Outcome], what: str = "model call") -> None:
     """Raise the first device failure (in device order) naming its device, else the first interrupt."""
     import comfy.model_management as mm
 
@@ -174,7 +249,7 @@ def _raise_first(outcomes: Sequence[_Outcome]) -> None:
         if isinstance(error, mm.InterruptProcessingException):
             interrupt = interrupt or error
             continue
-        message = f"LTX TDP: a tile of this model call failed on {outcome.share.device}: {type(error).__name__}: {error}"
+        message = f"LTX TDP: a tile of this {what} failed on {outcome.share.device}: {type(error).__name__}: {error}"
         oom = getattr(mm, "OOM_EXCEPTION", None)
         if oom is not None and isinstance(error, oom):
             raise type(error)(message) from error  # ComfyUI's out-of-memory handling still recognises it

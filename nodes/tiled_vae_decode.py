@@ -6,6 +6,7 @@ from comfy_api.latest import io
 
 from ..ltx.progress import progress_bar
 from ..ltx.vae import DecodeSettings, decode_tiled, image_batch
+from ..ltx.vae.devices import DEVICE_CHOICES, decode_devices
 from ..ltx.vae.settings import QUALITY_PRESETS
 from .types import CATEGORY, TDP_GROUP
 
@@ -33,8 +34,8 @@ class TiledVAEDecodeNode(io.ComfyNode):
             "crops them away, so at the default 'exact' quality the frames equal an untiled decode (up to float "
             "rounding). LTX-2.5's diffusion video decoder is recognised by itself and decoded exactly too (its "
             "tiles slice the one noise field the untiled decode draws; tiles of at most 512 px and 128 frames). "
-            "LTX-2 audio+video latents: the video part is decoded. With a TDP group, the tiles are shared between "
-            "its GPUs.",
+            "LTX-2 audio+video latents: the video part is decoded. With device 'all', the tiles are shared between "
+            "this machine's GPUs; with a TDP group, between its GPUs.",
             inputs=[
                 io.Vae.Input("vae", tooltip="The LTX video VAE (LTX-Video, LTX-2 or LTX-2.5) that belongs to the model."),
                 io.Latent.Input("samples", tooltip="The video latent to decode (an LTX-2 audio+video latent "
@@ -70,6 +71,12 @@ class TiledVAEDecodeNode(io.ComfyNode):
                                 "result as decoding here alone."),
                 io.Combo.Input("quality", options=[p.name for p in QUALITY_PRESETS], default=DEFAULTS.quality,
                                optional=True, tooltip=QUALITY_TOOLTIP),
+                io.Combo.Input("device", options=list(DEVICE_CHOICES), default="default", optional=True,
+                               tooltip="Which GPUs of this machine decode the tiles. default: the VAE's own GPU, as "
+                               "ComfyUI decodes. all: that GPU and every other GPU ComfyUI sees (each gets a copy of "
+                               "the VAE, loaded by ComfyUI, and an equal share of the tiles); the same frames bit for "
+                               "bit, each GPU needing what the logged estimate says for one tile. Use more tiles "
+                               "than GPUs (a smaller spatial_tile) so every GPU has work."),
             ],
             outputs=[io.Image.Output(tooltip="The decoded frames, every batch's frames one after another.")],
         )
@@ -78,7 +85,8 @@ class TiledVAEDecodeNode(io.ComfyNode):
     def execute(cls, vae, samples: dict, spatial_tile: int = DEFAULTS.spatial_tile,
                 spatial_overlap: int = DEFAULTS.spatial_overlap, temporal_tile: int = DEFAULTS.temporal_tile,
                 temporal_overlap: int = DEFAULTS.temporal_overlap, context_cells: int = DEFAULTS.context_cells,
-                tdp_group=None, quality: str = DEFAULTS.quality) -> io.NodeOutput:
+                tdp_group=None, quality: str = DEFAULTS.quality, device: str = "default") -> io.NodeOutput:
         settings = DecodeSettings(spatial_tile, spatial_overlap, temporal_tile, temporal_overlap, quality, context_cells)
-        frames = decode_tiled(vae, samples["samples"], settings, group=tdp_group, progress=progress_bar())
+        frames = decode_tiled(vae, samples["samples"], settings, group=tdp_group, progress=progress_bar(),
+                              devices=decode_devices(vae, device))
         return io.NodeOutput(image_batch(frames))

@@ -21,7 +21,9 @@ import torch
 from ...tiling import Tile, add_tile, blend_tiles
 from ...tiling.ranks import ONE_RANK
 from ..progress import ProgressCallback, check_interrupt, interruptible
+from ..errors import VaeDecodeError
 from .decoder import prepare_decode
+from .devices import DeviceDecodeJob, decode_pool, device_ranks
 from .job import DecodeJob, vae_ranks
 from .pixels import pixel_bytes, processed
 from .settings import DecodeSettings
@@ -30,7 +32,8 @@ log = logging.getLogger(__name__)
 
 
 def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettings(), *, group: Any = None,
-                 progress: ProgressCallback | None = None) -> torch.Tensor:
+                 progress: ProgressCallback | None = None,
+                 devices: tuple[torch.device, ...] | None = None) -> torch.Tensor:
     """Decode a video latent tile by tile into a (batch, frames, height, width, channels) fp32 CPU tensor.
 
     The one entry point of a tiled decode (the node, the tests and the benchmarks call it). Invariants: the
@@ -38,13 +41,29 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
     exactly what `vae.decode` returns). The output is allocated once; each tile's decode is the only other
     large allocation. Decode noise of timestep-conditioned VAEs comes from one field seeded by
     `settings.seed`, so overlaps see the same noise. With `group` (a multigpu TDPGroup) the tiles go
-    round-robin to its ranks, which send theirs to this rank (the only one holding the frames). Interrupts
-    are checked before every tile; `progress(done, total)` is told after each.
+    round-robin to its ranks, which send theirs to this rank (the only one holding the frames). With several
+    `devices` (this process's, the VAE's first: `ltx.vae.devices`) they go to a replica on each, in contiguous
+    shares blended here in tile order, so the result is the one-device decode's bit for bit. Interrupts are
+    checked before every tile; `progress(done, total)` is told after each (of every device).
     """
+    devices = tuple(devices or ())
+    if group is not None and len(devices) > 1:
+        raise VaeDecodeError("the decode has both a TDP group (tdp_group) and several devices (device 'all'); use "
+                             "one: disconnect tdp_group, or set device to 'default'")
     decode = prepare_decode(vae, samples, settings)  # refuses bad input before any rank is involved
-    ranks = vae_ranks(group, vae) if group is not None else ONE_RANK
+    with decode_pool(devices) as pool:
+        return _decode(vae, decode, settings, group, progress, devices, pool)
+
+
+def _decode(vae: Any, decode: Any, settings: DecodeSettings, group: Any, progress: ProgressCallback | None,
+            devices: tuple[torch.device, ...], pool: Any) -> torch.Tensor:
+    """`decode_tiled` of a prepared decode, the other devices' tiles run in `pool`."""
     plan = decode.plan.pixels
     n = len(plan.tiles)
+    on_devices = len(devices) > 1
+    ranks = vae_ranks(group, vae) if group is not None else ONE_RANK
+    if on_devices:
+        ranks = device_ranks(devices, n, pool, progress)
     lead = (decode.output_shape[0], decode.output_shape[-1])
     memory = decode.memory()
     if ranks is not ONE_RANK and getattr(group, "receives_on_device", False):  # one worker tile at a time
@@ -68,9 +87,12 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
 
     with torch.inference_mode():
         decode.load()  # ComfyUI makes room (for the largest tile, and a noise field drawn on the device) first
-    job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context, decode.noise, lead, vae.vae_dtype)
+    if on_devices:
+        job = DeviceDecodeJob(vae, decode.latent, settings, decode.context, decode.noise)
+    else:
+        job = DecodeJob(decode.latent.detach().to("cpu"), settings, decode.context, decode.noise, lead, vae.vae_dtype)
     with torch.inference_mode():
-        ranks.gather(job, interruptible(run, progress, n), plan, add)
+        ranks.gather(job, interruptible(run, None if on_devices else progress, n), plan, add)
     if ranks is not ONE_RANK:
         check_interrupt()
         if progress is not None:

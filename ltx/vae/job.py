@@ -50,6 +50,7 @@ def _skeleton(module: torch.nn.Module) -> torch.nn.Module:
     """A copy of `module`'s tree holding its own state (parameters, buffers, settings) and no loader state."""
     copy = type(module).__new__(type(module))
     copy.__dict__.update({k: v for k, v in vars(module).items() if not _loader_state(k)})
+    copy._parameters, copy._buffers = dict(module._parameters), dict(module._buffers)  # loading replaces its own
     copy._modules = {name: None if child is None else _skeleton(child) for name, child in module._modules.items()}
     return copy
 

@@ -1,13 +1,24 @@
 """The tiled VAE decode over `POST /prompt` on a headless ComfyUI: a tiny sampled video decoded in tiles of space
-and time, and a refused tile setting that names the problem."""
+and time, a refused tile setting that names the problem, and (on a server of its own that reports two devices) the
+decode on both devices, equal to one device's frames (the first prompt, saved without the `device` input, decodes on
+one), a failing device that names itself and Cancel pressed while the other device decodes, each before a next
+prompt that runs.
+
+HARDWARE MOCK (the two-device tests only): that server starts with LTX_TDP_TEST_FAKE_DEVICES=2, so the test node
+pack makes `comfy.model_management.get_all_torch_devices` report cpu and cpu:1 (ltx_tdp_devkit.core_multigpu); the
+VAE replicas, ComfyUI's model management, its MultiGPUThreadPool and the pack are real.
+"""
 
 from __future__ import annotations
 
 import itertools
+import re
+import sys
 
 import pytest
 
-from ltx_tdp_devkit.server import PromptFailed, output_images
+from ltx_tdp_devkit.core_multigpu import FAKE_DEVICES_ENV, SKIP_REASON
+from ltx_tdp_devkit.server import ComfyServer, PromptFailed, output_images
 
 pytestmark = pytest.mark.server
 
@@ -16,8 +27,8 @@ _seeds = itertools.count(500)  # ComfyUI serves an identical prompt from its cac
 
 
 def _prompt(model_names, spatial_tile: int = 96, spatial_overlap: int = 32, temporal_tile: int = 24,
-            temporal_overlap: int = 8) -> dict:
-    seed = next(_seeds)
+            temporal_overlap: int = 8, device: str | None = None, seed: int | None = None) -> dict:
+    seed = next(_seeds) if seed is None else seed
     return {
         "unet": {"class_type": "UNETLoader", "inputs": {"unet_name": model_names["ltxv"], "weight_dtype": "default"}},
         "positive": {"class_type": "TDPTestRandomConditioning",
@@ -34,7 +45,7 @@ def _prompt(model_names, spatial_tile: int = 96, spatial_overlap: int = 32, temp
         "decode": {"class_type": "LTXTDPTiledVAEDecode",
                    "inputs": {"vae": ["vae", 0], "samples": ["sample", 0], "spatial_tile": spatial_tile,
                               "spatial_overlap": spatial_overlap, "temporal_tile": temporal_tile,
-                              "temporal_overlap": temporal_overlap}},
+                              "temporal_overlap": temporal_overlap, **({"device": device} if device else {})}},
         "save": {"class_type": "SaveImage",
                  "inputs": {"images": ["decode", 0], "filename_prefix": f"tdp_tiled_decode_{seed}"}},
     }
@@ -67,5 +78,69 @@ def test_a_tile_too_small_for_its_overlap_fails_with_a_clear_message_and_the_ser
     assert not missing, f"the error lacks {missing}: {message}"
 
     entry = comfy_server.run(_prompt(model_names), timeout=240)
+    assert entry["status"]["status_str"] == "success", entry["status"]
+    _assert_frames(comfy_base, entry)
+
+
+LAYOUT = re.compile(r"the decode's (\d+) tiles over 2 devices: cpu (\d+), cpu:1 (\d+)")
+
+
+@pytest.fixture(scope="module")
+def two_device_server(comfy_dir, comfy_base):
+    """A headless ComfyUI of its own whose test node pack fakes two CPU devices (HARDWARE MOCK)."""
+    if not (comfy_dir / "comfy" / "multigpu.py").is_file():
+        pytest.skip(f"{SKIP_REASON}: {comfy_dir}")
+    with ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable,
+                     log_path=comfy_base / "server_decode_two_devices.log", env={FAKE_DEVICES_ENV: "2"}) as server:
+        yield server
+
+
+def _frames(comfy_base, entry) -> list[bytes]:
+    from PIL import Image
+
+    out = []
+    for image in output_images(entry):
+        with Image.open(comfy_base / "output" / image["subfolder"] / image["filename"]) as img:
+            out.append(img.tobytes())
+    return out
+
+
+def test_the_decode_on_two_devices_saves_the_one_device_frames(two_device_server, comfy_base, model_names):
+    seed = next(_seeds)
+    one = two_device_server.run(_prompt(model_names, seed=seed), timeout=240)  # no device input: a saved workflow
+    log_before = len(two_device_server.log_text())
+    two = two_device_server.run(_prompt(model_names, device="all", seed=seed), timeout=240)
+    layouts = LAYOUT.findall(two_device_server.log_text()[log_before:])
+    assert layouts and all(int(a) and int(b) for _, a, b in layouts), f"the pack logged {layouts}"
+    assert _frames(comfy_base, two) == _frames(comfy_base, one), "two devices saved other frames than one"
+
+
+def _failing(model_names, action: str) -> dict:
+    prompt = _prompt(model_names, device="all")
+    prompt["fail"] = {"class_type": "TDPTestFailVAEOnDevice", "inputs": {"vae": ["vae", 0], "action": action}}
+    prompt["decode"]["inputs"]["vae"] = ["fail", 0]
+    return prompt
+
+
+def test_a_failing_decode_device_names_itself_and_the_next_prompt_runs(two_device_server, comfy_base, model_names):
+    prompt = _failing(model_names, "fault")
+    with pytest.raises(PromptFailed) as failure:
+        two_device_server.run(prompt, timeout=240)
+    message = str(failure.value)
+    missing = [p for p in ("LTXTDPTiledVAEDecode", "cpu:1", "simulated fault on a decode device") if p not in message]
+    assert not missing, f"the error lacks {missing}: {message}"
+
+    entry = two_device_server.run(_prompt(model_names, device="all"), timeout=240)
+    assert entry["status"]["status_str"] == "success", entry["status"]
+    _assert_frames(comfy_base, entry)
+
+
+def test_cancel_on_the_other_decode_device_interrupts_the_prompt_and_the_next_prompt_runs(two_device_server, comfy_base,
+                                                                                          model_names):
+    with pytest.raises(PromptFailed) as failure:
+        two_device_server.run(_failing(model_names, "cancel"), timeout=240)
+    assert "execution_interrupted" in str(failure.value), str(failure.value)
+
+    entry = two_device_server.run(_prompt(model_names, device="all"), timeout=240)
     assert entry["status"]["status_str"] == "success", entry["status"]
     _assert_frames(comfy_base, entry)

@@ -4,7 +4,8 @@ Real LTX text encoders are many GB, so `TDPTestRandomConditioning` emits seeded 
 an attention mask; ComfyUI 0.3.x's VAELoader ignores safetensors metadata, so `TDPTestVAELoader` builds
 the VAE from its metadata config with ComfyUI's own `comfy.sd.VAE`. `TDPTestTileProbe` records what each
 model call of a MODEL receives (placed after the TDP patcher: each tile call), for tests that run over a server.
-`TDPTestFailOnDevice` makes the model calls on ComfyUI's MultiGPU clones fail; with LTX_TDP_TEST_FAKE_DEVICES=n
+`TDPTestFailOnDevice` makes the model calls on ComfyUI's MultiGPU clones fail, `TDPTestFailVAEOnDevice` another
+device's tiles of the tiled decode; with LTX_TDP_TEST_FAKE_DEVICES=n
 set, the pack fakes n CPU devices (a hardware mock, ltx_tdp_devkit.core_multigpu).
 """
 
@@ -125,6 +126,40 @@ class TDPTestFailOnDevice:
         return (failing,)
 
 
+class TDPTestFailVAEOnDevice:
+    """VAE -> the same VAE; at the next forward of an LTX decoder in a thread of ComfyUI's MultiGPUThreadPool (another
+    device's tiles of the tiled decode) it raises (`fault`) or the user presses Cancel (`cancel`), once (torch's
+    global forward pre-hook, removed as it fires)."""
+
+    CATEGORY = "LTX/TDP/testing"
+    FUNCTION = "fail"
+    RETURN_TYPES = ("VAE",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"vae": ("VAE", {"tooltip": "The VAE the tiled decode spreads over the devices."}),
+                             "action": (["fault", "cancel"], {"tooltip": "Raise, or press Cancel."})}}
+
+    def fail(self, vae, action: str = "fault"):
+        import threading
+
+        import comfy.model_management as mm
+
+        handle = None
+
+        def hook(module, _args):
+            target = getattr(threading.current_thread(), "_target", None)
+            if type(module).__name__ == "Decoder" and getattr(target, "__name__", "") == "_worker_loop":
+                handle.remove()
+                if action == "cancel":
+                    mm.interrupt_current_processing(True)
+                    return
+                raise RuntimeError("simulated fault on a decode device")
+
+        handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+        return (vae,)
+
+
 def _fake_devices_from_env() -> None:
     """HARDWARE MOCK of the multi-device server tests: with LTX_TDP_TEST_FAKE_DEVICES=n this CPU server reports n
     torch devices (ltx_tdp_devkit.core_multigpu)."""
@@ -144,4 +179,5 @@ NODE_CLASS_MAPPINGS = {
     "TDPTestVAELoader": TDPTestVAELoader,
     "TDPTestTileProbe": TDPTestTileProbe,
     "TDPTestFailOnDevice": TDPTestFailOnDevice,
+    "TDPTestFailVAEOnDevice": TDPTestFailVAEOnDevice,
 }

@@ -63,6 +63,11 @@ class _Stopped(Exception):
     """Another device failed or was interrupted: this device stops before its next unit."""
 
 
+Stopped = _Stopped
+"""Raised by a unit that stops because another device failed or was interrupted (e.g. an exchange between the
+devices was aborted): `DeviceRanks` counts it as stopped, never as that device's failure."""
+
+
 class _StopFlag:
     """Set by the first device that fails or takes ComfyUI's interrupt; every device checks it before a unit."""
 
@@ -99,8 +104,10 @@ class DeviceRanks:
     called in the calling thread after each of its units with the number of units done on every device."""
 
     def __init__(self, shares: Sequence[DeviceShare], pool: Any = None,
-                 on_unit: Callable[[int], None] | None = None):
+                 on_unit: Callable[[int], None] | None = None, unit: str = "a tile"):
         self.shares = tuple(shares)
+        self.unit = unit
+        """What a work unit is, as a failure names it ("a tile", "a video shard")."""
         self.pool = pool
         self.on_unit = on_unit
         self._done = 0
@@ -123,7 +130,7 @@ class DeviceRanks:
         for share in pooled:
             total, error = self.pool.get_result(share.device)
             outcomes.append(_Outcome(share, total, error))
-        _raise_first(outcomes)
+        _raise_first(outcomes, self.unit)
         total = None
         for outcome in outcomes:
             if outcome.total is not None:
@@ -150,7 +157,7 @@ class DeviceRanks:
             try:
                 runs[share.device] = job.tiles_on(share.device)
             except BaseException as e:  # noqa: BLE001 (nothing runs yet: raised at once, naming the device)
-                _raise_first([_Outcome(share, None, e)], "VAE decode")
+                _raise_first([_Outcome(share, None, e)], what="VAE decode")
         pooled = [s for s in others if self.pool is not None and s.device in self.pool.devices]
         for share in pooled:
             self.pool.submit(share.device, self._tiles_of, share, stop, grad, inference, runs[share.device], plan,
@@ -180,7 +187,7 @@ class DeviceRanks:
                 del result
             if share in pooled:
                 outcomes.append(_Outcome(share, *self.pool.get_result(share.device)))
-        _raise_first(outcomes, "VAE decode")
+        _raise_first(outcomes, what="VAE decode")
 
     def _tiles_of(self, share: DeviceShare, stop: _StopFlag, grad: bool, inference: bool,
                   decode: Callable[[Any], torch.Tensor], plan: TilePlan, finished: queue.Queue) -> None:
@@ -237,7 +244,7 @@ class DeviceRanks:
             self.on_unit(done)
 
 
-def _raise_first(outcomes: Sequence[_Outcome], what: str = "model call") -> None:
+def _raise_first(outcomes: Sequence[_Outcome], unit: str = "a tile", what: str = "model call") -> None:
     """Raise the first device failure (in device order) naming its device, else the first interrupt."""
     import comfy.model_management as mm
 
@@ -249,7 +256,8 @@ def _raise_first(outcomes: Sequence[_Outcome], what: str = "model call") -> None
         if isinstance(error, mm.InterruptProcessingException):
             interrupt = interrupt or error
             continue
-        message = f"LTX TDP: a tile of this {what} failed on {outcome.share.device}: {type(error).__name__}: {error}"
+        message = (f"LTX TDP: {unit} of this {what} failed on {outcome.share.device}: "
+                   f"{type(error).__name__}: {error}")
         oom = getattr(mm, "OOM_EXCEPTION", None)
         if oom is not None and isinstance(error, oom):
             raise type(error)(message) from error  # ComfyUI's out-of-memory handling still recognises it

@@ -5,6 +5,7 @@ from __future__ import annotations
 from comfy_api.latest import ComfyExtension, io
 
 from .multigpu_launcher import MultiGPULauncherNode
+from .sequence_parallel import SequenceParallelNode
 from .tdp_patcher import TDPModelPatcherNode
 from .tile_config import BalancedTileConfigNode, TileCountConfigNode, TileSizeConfigNode
 from .tile_preview import TilePreviewNode
@@ -14,4 +15,4 @@ from .tiled_vae_decode import TiledVAEDecodeNode
 class TDPExtension(ComfyExtension):
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         return [TileCountConfigNode, BalancedTileConfigNode, TileSizeConfigNode, TDPModelPatcherNode, TilePreviewNode,
-                TiledVAEDecodeNode, MultiGPULauncherNode]
+                TiledVAEDecodeNode, MultiGPULauncherNode, SequenceParallelNode]

@@ -76,10 +76,13 @@ def step_time_rows(records: list[dict]) -> list[dict]:
     return rows
 
 
+CORRECTNESS_STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "sequence_parallel")
+"""The steps of the correctness table (tiny models of the test suite)."""
+
+
 def summary(records: list[dict]) -> list[str]:
     """The headline figures, one line each: what docs/benchmarks.md quotes."""
-    checks = [r for step in ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks")
-              for r in _find(records, step)]
+    checks = [r for step in CORRECTNESS_STEPS for r in _find(records, step)]
     passed = sum(r["status"] == "ok" for r in checks)
     out = [f"correctness: {passed} of {len(checks)} checks passed"]
     ours = [r for step in COMFY_DEFAULT_STEPS for r in _find(records, step) if r["status"] != "skip"]
@@ -137,7 +140,7 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
 
     add("## Correctness on the device (tiny models of the test suite)")
     add("")
-    lines.extend(_checks_table(records, ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks")))
+    lines.extend(_checks_table(records, CORRECTNESS_STEPS))
     add("")
     add("## ComfyUI as users start it (issue 30): a LoRA under Dynamic VRAM, the memory ComfyUI is asked for, "
         "the tiled decode's noise field and peak")

@@ -23,6 +23,7 @@ from ...package import PACKAGE
 from ...tiling import LatentGeometry, PositionRange, TilingConfig, TilingError
 from ...tiling.position_range import largest_tile
 from ...tiling.ranks import ONE_RANK, TileRanks
+from ..errors import UnsupportedInput
 from ..progress import TileProgress, check_interrupt, interruptible
 from .audio import AUDIO_HELD, audio_mode as audio_mode_value, audio_not_ready, has_audio, held_denoise_mask, restore_audio
 from .call import TDPSettings, TiledModelCall
@@ -36,6 +37,8 @@ from .positions import ShiftedGridPatchifier
 log = logging.getLogger(__name__)
 
 WRAPPER_KEY = PACKAGE
+SEQUENCE_KEY = PACKAGE + ".sequence"
+"""The wrapper key of the LTX Sequence Parallel node (ltx.sequence), which TDP refuses to share a MODEL with."""
 DRIFT_WARNING_SIGMA = 0.68
 """A first sigma above this re-injects enough noise for tiles to drift apart (upstream stage 2 starts at 0.625).
 
@@ -147,6 +150,13 @@ def outer_sample_wrapper(settings: TDPSettings):
     return wrapper
 
 
+def has_wrapper(model_patcher: Any, key: str) -> bool:
+    """Whether `model_patcher` carries an APPLY_MODEL wrapper under `key` (TDP's, or the sequence-parallel one)."""
+    import comfy.patcher_extension as ext
+
+    return bool(getattr(model_patcher, "wrappers", {}).get(ext.WrappersMP.APPLY_MODEL, {}).get(key))
+
+
 def apply_tdp(model_patcher: Any, tiling: TilingConfig, *, group: Any = None, normalize_positions: bool = True,
               audio_mode: str = AUDIO_HELD) -> Any:
     """A clone of `model_patcher` whose every model call runs per tile of `tiling`; the input MODEL is untouched.
@@ -160,6 +170,10 @@ def apply_tdp(model_patcher: Any, tiling: TilingConfig, *, group: Any = None, no
 
     settings = TDPSettings(tiling, normalize_positions, audio_mode_value(audio_mode))
     diffusion_model = ltx_diffusion_model(model_patcher)
+    if has_wrapper(model_patcher, SEQUENCE_KEY):
+        raise UnsupportedInput("the LTX TDP Model Patcher and LTX Sequence Parallel cannot go on the same MODEL: TDP "
+                               "is for stage 2 (the upscale), sequence parallelism for stage 1. Patch the stage-2 "
+                               "model with TDP and the stage-1 model with LTX Sequence Parallel.")
     m = model_patcher.clone()
     ranks = model_ranks(group, m) if group is not None else ONE_RANK
     for kind in (ext.WrappersMP.APPLY_MODEL, ext.WrappersMP.OUTER_SAMPLE, ext.WrappersMP.CALC_COND_BATCH):

@@ -63,6 +63,15 @@ def ksample(comfy, model, latent: dict, seed: int = 3, steps: int = 2, cfg: floa
     return out["samples"]
 
 
+GUIDANCE = {
+    "none": None,
+    "stg": ("LTXVSpatioTemporalGuidance", dict(scale=2.0, blocks="0", start_percent=0.0, end_percent=1.0)),
+    "modality": ("LTXVModalityGuidance", dict(modality_scale=3.0, start_percent=0.0, end_percent=1.0)),
+}
+"""LTX-2.5's guidance nodes as the tests apply them: kind -> (node, its inputs), None for no guidance. STG
+and modality guidance add model calls with their own transformer options."""
+
+
 PROBE_KEY = "tdp_test_probe"
 """The wrapper key of a test's probe inside TDP's wrappers (its own key, as another pack's wrapper would have)."""
 

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from ltx_tdp_devkit.ltx_helpers import conditioning, ksample, patch, randn, tiling
+from ltx_tdp_devkit.ltx_helpers import GUIDANCE, conditioning, ksample, patch, randn, tiling
 
 pytestmark = [pytest.mark.distributed, pytest.mark.ltx2, pytest.mark.ltx25]
 
 CONTEXT_DIM = 32
-GUIDANCE = {
-    "none": None,
-    "stg": ("LTXVSpatioTemporalGuidance", dict(scale=2.0, blocks="0", start_percent=0.0, end_percent=1.0)),
-    "modality": ("LTXVModalityGuidance", dict(modality_scale=3.0, start_percent=0.0, end_percent=1.0)),
-}
 
 
 def _sample(comfy, model, tiles, group=None):

@@ -14,6 +14,7 @@ PACK_NODES = {
     "LTXTDPBalancedTileConfig": {"gpus", "overlap", "latent", "model"},
     "LTXTDPTileSizeConfig": {"tile_width", "tile_height", "min_overlap", "tile_frames", "min_frames_overlap"},
     "LTXTDPModelPatcher": {"model", "tiling", "normalize_positions", "audio_mode", "tdp_group"},
+    "LTXTDPSequenceParallel": {"model"},
 }
 
 

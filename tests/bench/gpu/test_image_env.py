@@ -28,7 +28,6 @@ from ltx_tdp_devkit.paths import PACK_ROOT, comfyui_has_ltx25
 GPU = PACK_ROOT / "bench" / "gpu"
 IMAGE_PACKAGES = GPU / "image_packages.txt"
 CARRIED = GPU / "carried.txt"
-SP_FILE = PACK_ROOT / "nodes" / "sequence_parallel.py"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -101,8 +100,6 @@ def rehearsal(image_python: Path, comfy_dir: Path, tmp_path_factory: pytest.Temp
 
 
 def _expected_skip(step: str, comfy_dir: Path) -> bool:
-    if step == "sp_one_device":
-        return not SP_FILE.is_file()
     if step.startswith("ltx25"):
         return not comfyui_has_ltx25(comfy_dir)
     if step.startswith("transformer_"):

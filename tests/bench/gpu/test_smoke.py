@@ -27,9 +27,9 @@ from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 
 CHECK = PACK_ROOT / "bench" / "gpu" / "check.py"
 RESULTS = PACK_ROOT / "bench" / "results" / "gpu.md"
-SP_FILE = PACK_ROOT / "nodes" / "sequence_parallel.py"
-STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "dynamic_vram_lora", "memory_estimate",
-         "decode_noise_field", "decode_tile_memory", "decode_node_one_device", "sp_one_device", "exchange_cost", "ltx25_fp8", "ltx25_int8", "transformer_tiles", "vae_tiled",
+STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "sequence_parallel", "dynamic_vram_lora",
+         "memory_estimate", "decode_noise_field", "decode_tile_memory", "decode_node_one_device", "exchange_cost",
+         "ltx25_fp8", "ltx25_int8", "transformer_tiles", "vae_tiled",
          "transformer_untiled", "vae_untiled")
 PEAK_RECORD = "peak GPU memory of the step"
 LTX2_STEPS = ("transformer_tiles", "transformer_untiled")
@@ -74,8 +74,6 @@ def test_the_smoke_run_finishes_every_step_and_writes_its_report(smoke, comfy_di
     for step, outcome in outcomes.items():
         if step in LTX25_STEPS and not comfyui_has_ltx25(comfy_dir):
             assert outcome.startswith(f"skipped: {LTX25_SKIP_REASON}"), f"{step}: {outcome}"
-        elif step == "sp_one_device" and not SP_FILE.is_file():
-            assert outcome.startswith("skipped: not in this checkout"), f"{step}: {outcome}"
         elif step in LTX2_STEPS and not _has_ltx2(comfy_dir):
             assert outcome.startswith("skipped") and "LTX-2" in outcome, f"{step}: {outcome}"
         else:
@@ -185,18 +183,12 @@ def test_the_comfyui_default_checks_pass_and_the_decode_checks_pass_or_name_what
         assert decode[name]["status"] == "skip" and "ComfyUI >= 0.32" in decode[name]["reason"], decode[name]
 
 
-def test_the_in_process_nodes_equal_one_device_and_the_exchange_is_timed_and_checked(smoke):
-    """The decode node with one device == today's decode, sequence parallel with one device == unpatched (where this
-    checkout has it), bit for bit; the exchange copies K/V through host memory and device to device (one device
-    here: labelled an upper bound), each copy equal to its source."""
+def test_the_decode_node_equals_one_device_and_the_exchange_is_timed_and_checked(smoke):
+    """The decode node with its device choice at the default == today's one-device decode, bit for bit; the exchange
+    copies K/V through host memory and device to device (one device here: labelled an upper bound), each copy
+    equal to its source."""
     (decode,) = [r for r in _records(smoke, "decode_node_one_device") if r["name"] != PEAK_RECORD]
     assert decode["status"] == "ok" and decode["value"] == 0.0 and "bit-identical: True" in decode["detail"], decode
-    sp = _records(smoke, "sp_one_device")
-    if SP_FILE.is_file():
-        checks = [r for r in sp if r["name"] != PEAK_RECORD]
-        assert len(checks) == 2 and all(r["status"] == "ok" and r["value"] == 0.0 for r in checks), checks
-    else:
-        assert sp[0]["status"] == "skip" and "not in this checkout" in sp[0]["reason"], sp
     copies = {r["name"]: r for r in _records(smoke, "exchange_cost") if r["name"] != PEAK_RECORD}
     assert len(copies) == 2 and any("host" in n for n in copies) and any("upper bound" in n for n in copies), copies
     for name, r in copies.items():

@@ -15,7 +15,8 @@ import torch
 
 from ltx_tdp_devkit.core_multigpu import (SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu,
                                          torch_threads)
-from ltx_tdp_devkit.ltx_helpers import add_iclora_guides, conditioning, ksample, patch, randn, tdp_2x2, tiling
+from ltx_tdp_devkit.ltx_helpers import (GUIDANCE, add_iclora_guides, conditioning, ksample, patch, randn, tdp_2x2,
+                                        tiling)
 
 pytestmark = pytest.mark.ltx2
 
@@ -140,13 +141,6 @@ def test_conds_with_hooks_are_left_to_comfyuis_own_cond_split(comfy, comfy_base,
         f"core's cond split runs cond and uncond (batch 1) on one device each, every tile: {calls.counts()}, "
         f"batches {calls.batches()}")
     assert "conditioning with hooks" in caplog.text, "no warning that hooked conds are left to core's split"
-
-
-GUIDANCE = {
-    "none": None,
-    "stg": ("LTXVSpatioTemporalGuidance", dict(scale=2.0, blocks="0", start_percent=0.0, end_percent=1.0)),
-    "modality": ("LTXVModalityGuidance", dict(modality_scale=3.0, start_percent=0.0, end_percent=1.0)),
-}
 
 
 @pytest.mark.ltx25

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from in_process_report import section as in_process_section
+from in_process_report import summary_lines as in_process_summary
 from runtime import PEAK_RECORD
 
 LTX25_STEPS = ("ltx25_fp8", "ltx25_int8")
@@ -97,6 +99,7 @@ def summary(records: list[dict]) -> list[str]:
         tiles = next((r for r in recs if r["name"].startswith("2x2 TDP on 1 GPU") and r["status"] == "ok"), None)
         out.append(f"{step}: {ok} of {len(checked)} checks passed" +
                    (f"; 2x2 TDP on 1 GPU {_f(tiles['seconds'])} s per call" if tiles else ""))
+    out.extend(in_process_summary(records))
     rows = step_time_rows(records)
     for row in rows:
         r = row["rec"]
@@ -145,6 +148,7 @@ def render(env: dict, records: list[dict], steps: list[dict]) -> str:
     lines.extend(_checks_table(records, COMFY_DEFAULT_STEPS))
     add("")
 
+    lines.extend(in_process_section(env, records))
     lines.extend(ltx25_section(env, records))
 
     build = next((r for r in records if r["name"] == "build LTX-2 transformer" and r["status"] == "ok"), None)

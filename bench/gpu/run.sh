@@ -8,11 +8,14 @@
 # beforehand by `bash bench/gpu/prepare.sh` on a machine with network). Writes bench/results/gpu.md; when
 # $OUT is set (the device tool's output folder) copies the report, every record (gpu.json) and the
 # steps' output (gpu_steps.log) there.
+#
+#   TDP_CARRY_DIR  what prepare.sh gathered (default bench/gpu/carry)
+#   TDP_GPU_SITE   where the carried wheels are installed (default /tmp/ltx_tdp_gpu_site)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-carry=bench/gpu/carry
+carry="${TDP_CARRY_DIR:-bench/gpu/carry}"
 if compgen -G "$carry/wheels/*.whl" >/dev/null; then
-  site=/tmp/ltx_tdp_gpu_site
+  site="${TDP_GPU_SITE:-/tmp/ltx_tdp_gpu_site}"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$carry"/wheels/*.whl
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi

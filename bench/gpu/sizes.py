@@ -101,6 +101,8 @@ class Sizes:
     ltx25_text_tokens: int = 128
     convrot_group: int = 256
     """int8-convrot's rotation group (input features per Hadamard block)."""
+    exchange: tuple[tuple[str, tuple[int, int, int]], ...] = (("1080p", (16, 17, 30)), ("4K", (16, 34, 60)))
+    """Stage-1 latents (frames, height, width) whose per-layer K/V the exchange step copies (exchange.py)."""
 
 
 REAL = Sizes(label="real (LTX-2 19B, 3840 x 2176 x 121)")
@@ -116,7 +118,8 @@ def smoke_sizes() -> Sizes:
                  audio_latents=5, text_tokens=8, four=Layout(2, 2, 2), eight=Layout(2, 4, 2), vae_config=vae,
                  decode=dict(spatial_tile=96, spatial_overlap=32, temporal_tile=24, temporal_overlap=8, quality="exact"),
                  warmup_latent=(2, 4, 4), ltx25_transformer=tiny_ltx25_config(), ltx25_latent=(3, 8, 12),
-                 ltx25_audio_latents=5, ltx25_text_tokens=8, convrot_group=16)
+                 ltx25_audio_latents=5, ltx25_text_tokens=8, convrot_group=16,
+                 exchange=(("smoke", (2, 4, 6)),))
 
 
 def tiny_ltx25_config() -> dict:

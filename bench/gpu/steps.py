@@ -30,6 +30,8 @@ STEPS = (
     Step("memory_estimate", "comfy_defaults", "memory_comfyui_is_asked_for", 45),
     Step("decode_noise_field", "decode_checks", "diffusion_noise_field", 60),
     Step("decode_tile_memory", "decode_checks", "decoded_tile_memory", 45),
+    Step("decode_node_one_device", "one_device", "decode_node_one_device", 45),
+    Step("exchange_cost", "exchange", "exchange_cost", 60),
     Step("ltx25_fp8", "ltx25", "ltx25_fp8", 150, needs_ltx2=True, needs_ltx25=True),
     Step("ltx25_int8", "ltx25", "ltx25_int8", 150, needs_ltx2=True, needs_ltx25=True),
     Step("transformer_tiles", "real_size", "transformer_tiles", 150, needs_ltx2=True),
@@ -42,7 +44,7 @@ STEPS = (
 GPU_BUDGET_S = 500
 """All steps together on a GPU: 8 min 20 s, inside the 10 minutes the check may take on one H200 (run.sh's set-up,
 the last step's stop and the report take seconds)."""
-WORK_DIR_MODULES = ("correctness", "comfy_defaults", "decode_checks", "sequence_check")
+WORK_DIR_MODULES = ("correctness", "comfy_defaults", "decode_checks", "sequence_check", "one_device")
 """Step modules whose functions take the work folder (tiny models saved there), not the sizes."""
 SMOKE_LIMIT_S = 300
 SMOKE_BUDGET_S = 1500

@@ -28,7 +28,8 @@ from ltx_tdp_devkit.tiny_models import LTX25_SKIP_REASON
 CHECK = PACK_ROOT / "bench" / "gpu" / "check.py"
 RESULTS = PACK_ROOT / "bench" / "results" / "gpu.md"
 STEPS = ("one_by_one", "bf16_vs_fp32", "decode_one_tile", "group_two_ranks", "sequence_parallel", "dynamic_vram_lora",
-         "memory_estimate", "decode_noise_field", "decode_tile_memory", "ltx25_fp8", "ltx25_int8", "transformer_tiles", "vae_tiled",
+         "memory_estimate", "decode_noise_field", "decode_tile_memory", "decode_node_one_device", "exchange_cost",
+         "ltx25_fp8", "ltx25_int8", "transformer_tiles", "vae_tiled",
          "transformer_untiled", "vae_untiled")
 PEAK_RECORD = "peak GPU memory of the step"
 LTX2_STEPS = ("transformer_tiles", "transformer_untiled")
@@ -180,6 +181,19 @@ def test_the_comfyui_default_checks_pass_and_the_decode_checks_pass_or_name_what
             assert r["value"] <= r["limit"], f"{name}: measured {r['value']:.3e} over its limit {r['limit']:.3e}"
     for name in set(decode) - wanted:
         assert decode[name]["status"] == "skip" and "ComfyUI >= 0.32" in decode[name]["reason"], decode[name]
+
+
+def test_the_decode_node_equals_one_device_and_the_exchange_is_timed_and_checked(smoke):
+    """The decode node with its device choice at the default == today's one-device decode, bit for bit; the exchange
+    copies K/V through host memory and device to device (one device here: labelled an upper bound), each copy
+    equal to its source."""
+    (decode,) = [r for r in _records(smoke, "decode_node_one_device") if r["name"] != PEAK_RECORD]
+    assert decode["status"] == "ok" and decode["value"] == 0.0 and "bit-identical: True" in decode["detail"], decode
+    copies = {r["name"]: r for r in _records(smoke, "exchange_cost") if r["name"] != PEAK_RECORD}
+    assert len(copies) == 2 and any("host" in n for n in copies) and any("upper bound" in n for n in copies), copies
+    for name, r in copies.items():
+        assert r["status"] == "ok" and r["seconds"] > 0 and r["bytes"] == 2 * 2 * r["shape"][1] * r["shape"][2], r
+    assert "In-process paths on one device" in smoke["report"].read_text()
 
 
 def test_every_step_that_ran_reports_its_peak_memory_and_the_report_shows_it(smoke):

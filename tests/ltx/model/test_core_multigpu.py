@@ -18,25 +18,12 @@ import threading
 import pytest
 import torch
 
-from ltx_tdp_devkit.core_multigpu import (SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu,
-                                         pool_threads, torch_threads)
-from ltx_tdp_devkit.ltx_helpers import ksample, load_ltxv, patch, randn, tdp_2x2, tiling
+from ltx_tdp_devkit.core_multigpu import TileCalls, cfg_split, fake_devices, pool_threads
+from ltx_tdp_devkit.core_multigpu_fixtures import ltxv, one_torch_thread  # noqa: F401 (fixtures)
+from ltx_tdp_devkit.ltx_helpers import ksample, patch, randn, tdp_2x2, tiling
 
 STEPS = 2
 """KSampler euler steps: one batched model call per step."""
-
-
-@pytest.fixture(scope="module")
-def ltxv(comfy, model_names):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-    return load_ltxv(comfy, model_names)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
 
 
 def _latent(seed: int = 2, h: int = 8, w: int = 10) -> dict:

@@ -11,31 +11,18 @@ from __future__ import annotations
 
 import weakref
 
-import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ltx_tdp_devkit.core_multigpu import SKIP_REASON, cfg_split, fake_devices, has_core_multigpu, torch_threads
+from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices
+from ltx_tdp_devkit.core_multigpu_fixtures import ltxv, one_torch_thread  # noqa: F401 (fixtures)
 from ltx_tdp_devkit.estimates import comfyui_estimate, pack_buffers, record_estimates, within_one_cell
-from ltx_tdp_devkit.ltx_helpers import ksample, load_ltxv, randn, tdp_2x2
+from ltx_tdp_devkit.ltx_helpers import ksample, randn, tdp_2x2
 
 LATENT = (1, 128, 2, 32, 32)
 TILE = (1, 128, 2, 17, 17)
 """2 x 2 tiles with overlap 2 on 32 x 32: [0, 17) and [15, 32) on each axis."""
-
-
-@pytest.fixture(scope="module")
-def ltxv(comfy, model_names):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-    return load_ltxv(comfy, model_names)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
 
 
 class _FullFrameBuffers(TorchDispatchMode):

@@ -12,25 +12,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
 import torch
 
-from ltx_tdp_devkit.core_multigpu import SKIP_REASON, cfg_split, fake_devices, has_core_multigpu, torch_threads
-from ltx_tdp_devkit.ltx_helpers import ksample, load_ltxv, randn, tdp_2x2
+from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices
+from ltx_tdp_devkit.core_multigpu_fixtures import ltxv, one_torch_thread  # noqa: F401 (fixtures)
+from ltx_tdp_devkit.ltx_helpers import ksample, randn, tdp_2x2
 from ltx_tdp_devkit.option_probes import INERT, Movable, context_rows, shape
-
-
-@pytest.fixture(scope="module")
-def ltxv(comfy, model_names):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-    return load_ltxv(comfy, model_names)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
 
 
 def _sample(comfy, model, cfg: float = 1.0) -> torch.Tensor:

@@ -4,9 +4,10 @@ The call's work units are (cond group x shard): with equal speeds and a batch of
 both, the devices form one group per share of the conds (each group: that slice of the batch, no exchange between
 groups; a group of one device runs its slice whole, as core's cond split does); otherwise every device is one
 shard of the whole batch. The units run through the tile path's `DeviceRanks` (this device in the calling thread,
-every other device in core's thread pool, concurrently; the stop flag; failures named by device). Each unit
-returns its group's output in a float64 buffer where it leads its group (rank 0), zeros elsewhere, so the sum is
-exactly the groups' outputs side by side.
+every other device in core's thread pool, concurrently; the stop flag; failures named by device). Every rank of
+a group ends with the group's whole output (the last block gathers it); only the group's rank 0 hands it on, in the
+output's dtype: the output itself where there is one group, else a call-sized buffer holding the group's rows and
+zeros elsewhere, so the sum is exactly the groups' outputs side by side. No other buffer is added on any device.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ class SequenceCall:
     def _partial(self, device: torch.device, options: dict[str, Any], run: Any, move: bool):
         per_group = slice_options(options, self.groups)  # each group's cond_or_uncond and uuids are its conds'
 
-        def partial(unit: int, units: int, before: Any) -> torch.Tensor:
+        def partial(unit: int, units: int, before: Any) -> torch.Tensor | None:
             group, rank = divmod(unit, self.size)
             try:
                 part = self.parts[group].to(device) if move else self.parts[group]
@@ -139,10 +140,12 @@ class SequenceCall:
                 raise
             if unit == 0:
                 self.dtype = out.dtype
-            flat = torch.zeros(self.inputs.x.numel(), dtype=torch.float64, device=out.device)
-            if rank == 0:
-                per = out.numel()
-                flat[group * per:(group + 1) * per] = out.reshape(-1)
+            if rank:
+                return None  # every rank of a group holds the group's whole output: its rank 0 hands it on
+            if self.groups == 1:
+                return out.reshape(-1)
+            flat = out.new_zeros(self.inputs.x.numel())  # this group's rows, zeros elsewhere: the sum is exact
+            flat[group * out.numel():(group + 1) * out.numel()] = out.reshape(-1)
             return flat
 
         return partial

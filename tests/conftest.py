@@ -118,6 +118,22 @@ def comfy_server(comfy_dir: Path, comfy_base: Path):
 
 
 @pytest.fixture(scope="session")
+def two_device_server(comfy_dir: Path, comfy_base: Path):
+    """A headless ComfyUI of its own whose test node pack fakes two CPU devices (HARDWARE MOCK: ComfyUI is told the
+    CPU is cpu and cpu:1, `ltx_tdp_devkit.core_multigpu`); skips where this ComfyUI has no in-process MultiGPU. One
+    for the session: the model path's and the decode's server tests share it."""
+    import sys
+
+    from ltx_tdp_devkit.core_multigpu import FAKE_DEVICES_ENV, SKIP_REASON
+
+    if not (comfy_dir / "comfy" / "multigpu.py").is_file():
+        pytest.skip(f"{SKIP_REASON}: {comfy_dir}")
+    with ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable,
+                     log_path=comfy_base / "server_two_devices.log", env={FAKE_DEVICES_ENV: "2"}) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def ltxav(comfy, model_names):
     """The tiny LTX-2 (audio + video) model through UNETLoader; skips where ComfyUI has no LTX-2."""
     from ltx_tdp_devkit.tiny_models import has_ltxav

@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import itertools
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from ltx_tdp_devkit.api_prompts import tdp_upscale_prompt
-from ltx_tdp_devkit.core_multigpu import FAKE_DEVICES_ENV, SKIP_REASON
 from ltx_tdp_devkit.latent_outputs import add_latent_saves, saved_latents
 from ltx_tdp_devkit.paths import comfyui_has_ltx25
 from ltx_tdp_devkit.sequence import BOUND, relative_error
@@ -53,16 +51,6 @@ def _require_ltx25(comfy_dir: Path) -> None:
     if not comfyui_has_ltx25(comfy_dir):
         pytest.skip(f"{LTX25_SKIP_REASON}: the ComfyUI in {comfy_dir} has no LTX-2.5 transformer, so its LTX-2.5 "
                     "templates cannot run")
-
-
-@pytest.fixture(scope="module")
-def two_device_server(comfy_dir, comfy_base):
-    """A headless ComfyUI of its own whose test node pack fakes two CPU devices (HARDWARE MOCK)."""
-    if not (comfy_dir / "comfy" / "multigpu.py").is_file():
-        pytest.skip(f"{SKIP_REASON}: {comfy_dir}")
-    with ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable,
-                     log_path=comfy_base / "server_two_devices.log", env={FAKE_DEVICES_ENV: "2"}) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import itertools
 import re
-import sys
 
 import pytest
 
-from ltx_tdp_devkit.core_multigpu import FAKE_DEVICES_ENV, SKIP_REASON
-from ltx_tdp_devkit.server import ComfyServer, PromptFailed, output_images
+from ltx_tdp_devkit.server import PromptFailed, output_images
 
 pytestmark = pytest.mark.server
 
@@ -83,16 +81,6 @@ def test_a_tile_too_small_for_its_overlap_fails_with_a_clear_message_and_the_ser
 
 
 LAYOUT = re.compile(r"the decode's (\d+) tiles over 2 devices: cpu (\d+), cpu:1 (\d+)")
-
-
-@pytest.fixture(scope="module")
-def two_device_server(comfy_dir, comfy_base):
-    """A headless ComfyUI of its own whose test node pack fakes two CPU devices (HARDWARE MOCK)."""
-    if not (comfy_dir / "comfy" / "multigpu.py").is_file():
-        pytest.skip(f"{SKIP_REASON}: {comfy_dir}")
-    with ComfyServer(comfy_dir=comfy_dir, base_dir=comfy_base, python=sys.executable,
-                     log_path=comfy_base / "server_decode_two_devices.log", env={FAKE_DEVICES_ENV: "2"}) as server:
-        yield server
 
 
 def _frames(comfy_base, entry) -> list[bytes]:

@@ -13,28 +13,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_tdp_devkit.core_multigpu import (SKIP_REASON, TileCalls, cfg_split, fake_devices, has_core_multigpu,
-                                         torch_threads)
+from ltx_tdp_devkit.core_multigpu import TileCalls, cfg_split, fake_devices
+from ltx_tdp_devkit.core_multigpu_fixtures import core_multigpu, one_torch_thread  # noqa: F401 (fixtures)
 from ltx_tdp_devkit.ltx_helpers import (GUIDANCE, add_iclora_guides, conditioning, ksample, patch, randn, tdp_2x2,
                                         tiling)
 
-pytestmark = pytest.mark.ltx2
+pytestmark = [pytest.mark.ltx2, pytest.mark.usefixtures("core_multigpu")]
 
 CONTEXT_DIM = 32
 CFG = 3.0
 LORA = "tdp_tiny_ltx2_lora.safetensors"
-
-
-@pytest.fixture(autouse=True)
-def core_multigpu(comfy):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
 
 
 def _av_latent(comfy, video: dict | None = None, frames: int = 2, size: int = 8) -> dict:

@@ -6,20 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ltx_tdp_devkit.core_multigpu import SKIP_REASON, has_core_multigpu, torch_threads
+from ltx_tdp_devkit.core_multigpu import SKIP_REASON, has_core_multigpu
+from ltx_tdp_devkit.core_multigpu_fixtures import core_multigpu, one_torch_thread  # noqa: F401 (fixtures)
 from ltx_tdp_devkit.sequence import LTXV_LAYERS, deep_model
-
-
-@pytest.fixture
-def core_multigpu(comfy):
-    if not has_core_multigpu():
-        pytest.skip(f"{SKIP_REASON}; this is ComfyUI {comfy.comfyui_version()}")
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with torch_threads(1):
-        yield
 
 
 @pytest.fixture(scope="session")

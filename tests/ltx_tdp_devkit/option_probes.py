@@ -42,3 +42,55 @@ def shape(options: dict[str, Any]) -> dict[str, Any]:
 def context_rows(args: tuple) -> list[float]:
     """One number per cond of an APPLY_MODEL call's batch: its text context row's sum (args[3])."""
     return [float(row.double().sum()) for row in args[3]]
+
+
+class CallerOptions:
+    """An APPLY_MODEL wrapper put before the pack's (on the model the pack's node gets): records the threads the
+    whole calls come in on, and in `changed` every time the caller's patch, wrapper or callback containers or their
+    entries were replaced by the end of a call. `check(args)`, from a wrapper after the pack's, records a
+    replacement while the call runs."""
+
+    def __init__(self) -> None:
+        self.threads: set[str] = set()
+        self.changed: list[str] = []
+        self.call: dict[str, Any] | None = None
+
+    def __call__(self, executor, *args, **kwargs):
+        options = args[5]
+        self.threads.add(threading.current_thread().name)
+        self.call = shape(options)
+        out = executor(*args, **kwargs)
+        if shape(options) != self.call:
+            self.changed.append(f"after the call: {self.call} -> {shape(options)}")
+        return out
+
+    def check(self, options: dict[str, Any]) -> None:
+        if shape(options) != self.call:
+            self.changed.append("during the call")
+
+
+class CondLists:
+    """Records a step's conds as ComfyUI batched them (`whole`, a wrapper before the pack's) and each part of the
+    call the pack runs (`part`, a wrapper after the pack's: its batch, `cond_or_uncond`, `uuids`, text rows)."""
+
+    def __init__(self) -> None:
+        self.whole: list[tuple[int, Any, float]] = []
+        self.parts: list[tuple[int, list, list, list[float]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, executor, *args, **kwargs):  # the whole call
+        options = args[5]
+        self.whole.extend(zip(options["cond_or_uncond"], options["uuids"], context_rows(args)))
+        return executor(*args, **kwargs)
+
+    def part(self, executor, *args, **kwargs):
+        options = args[5]
+        with self._lock:
+            self.parts.append((int(args[0].shape[0]), list(options["cond_or_uncond"]), list(options["uuids"]),
+                               context_rows(args)))
+        return executor(*args, **kwargs)
+
+    def wrong(self) -> list[tuple[list, list[str], list[float]]]:
+        """The parts of batch 1 whose lists do not name exactly the cond of their own text row."""
+        return [(cou, [str(u) for u in uuids], context) for _, cou, uuids, context in self.parts
+                if not (len(cou) == len(uuids) == len(context) == 1 and (cou[0], uuids[0], context[0]) in self.whole)]

@@ -9,15 +9,12 @@ the tiny LTXV, core's deepclones, its MultiGPUThreadPool and the pack's dispatch
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import torch
 
 from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices
 from ltx_tdp_devkit.core_multigpu_fixtures import ltxv, one_torch_thread  # noqa: F401 (fixtures)
 from ltx_tdp_devkit.ltx_helpers import ksample, randn, tdp_2x2
-from ltx_tdp_devkit.option_probes import INERT, Movable, context_rows, shape
+from ltx_tdp_devkit.option_probes import INERT, CallerOptions, CondLists, Movable
 
 
 def _sample(comfy, model, cfg: float = 1.0) -> torch.Tensor:
@@ -28,24 +25,15 @@ def test_other_devices_options_are_built_here_and_leave_the_callers_untouched(co
     import comfy.patcher_extension as ext
 
     casts: list[str] = []
-    seen: dict[str, Any] = {"threads": set(), "changed": []}
-
-    def outer(executor, *args, **kwargs):  # before TDP's wrapper: the caller's transformer_options, whole call
-        options = args[5]
-        seen["threads"].add(threading.current_thread().name)
-        seen["call"] = shape(options)
-        out = executor(*args, **kwargs)
-        if shape(options) != seen["call"]:
-            seen["changed"].append(f"after the call: {seen['call']} -> {shape(options)}")
-        return out
+    caller = CallerOptions()
 
     def inner(executor, *args, **kwargs):  # after TDP's, on this device: no entry replaced while the call runs
-        if executor.class_obj is main and shape(args[5]) != seen["call"]:
-            seen["changed"].append("during the call")
+        if executor.class_obj is main:
+            caller.check(args[5])
         return executor(*args, **kwargs)
 
     outside = ltxv.clone()
-    outside.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_outer", outer)
+    outside.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_outer", caller)
     with fake_devices(2):
         model = tdp_2x2(outside)
         model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_inner", inner)
@@ -54,10 +42,10 @@ def test_other_devices_options_are_built_here_and_leave_the_callers_untouched(co
         model = cfg_split(model, 2)
         main = model.model
         multi = _sample(comfy, model)
-    assert seen["changed"] == [], f"the caller's patches, wrappers or callbacks were replaced: {seen['changed']}"
+    assert caller.changed == [], f"the caller's patches, wrappers or callbacks were replaced: {caller.changed}"
     assert casts, "no option was cast to the other device"
-    assert set(casts) <= seen["threads"], (f"another device's options were built in {sorted(set(casts))}, "
-                                           f"not in the calling thread {sorted(seen['threads'])}")
+    assert set(casts) <= caller.threads, (f"another device's options were built in {sorted(set(casts))}, "
+                                          f"not in the calling thread {sorted(caller.threads)}")
     single = _sample(comfy, tdp_2x2(ltxv))
     assert torch.equal(multi, single), f"two devices differ from one by {(multi - single).abs().max():.3e}"
 
@@ -68,30 +56,15 @@ def test_a_tile_of_a_cut_cond_batch_sees_its_own_conds_cond_or_uncond_and_uuids(
     batch it runs (patches such as EasyCache or NAG split the batch by them)."""
     import comfy.patcher_extension as ext
 
-    whole: list[tuple[int, Any, float]] = []
-    tiles: list[tuple[int, list, list, list[float]]] = []
-    lock = threading.Lock()
-
-    def outer(executor, *args, **kwargs):  # before TDP's wrapper: the whole call as ComfyUI batched it
-        options = args[5]
-        whole.extend(zip(options["cond_or_uncond"], options["uuids"], context_rows(args)))
-        return executor(*args, **kwargs)
-
-    def inner(executor, *args, **kwargs):  # after TDP's wrapper: one tile call on some device
-        options = args[5]
-        with lock:
-            tiles.append((int(args[0].shape[0]), list(options["cond_or_uncond"]), list(options["uuids"]), context_rows(args)))
-        return executor(*args, **kwargs)
-
+    conds = CondLists()
     outside = ltxv.clone()
-    outside.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_outer", outer)
+    outside.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_outer", conds)
     with fake_devices(3):
         model = tdp_2x2(outside)
-        model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_inner", inner)
+        model.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, "tdp_test_inner", conds.part)
         _sample(comfy, cfg_split(model, 3), cfg=3.0)
-    assert len({c for c, _, _ in whole}) == 2, f"the calls were not cond and uncond batched: {whole}"
-    assert {batch for batch, _, _, _ in tiles} == {1}, "cond and uncond were not cut apart"
-    wrong = [(cou, [str(u) for u in uuids], context) for _, cou, uuids, context in tiles
-             if not (len(cou) == len(uuids) == len(context) == 1 and (cou[0], uuids[0], context[0]) in whole)]
-    assert not wrong, (f"{len(wrong)} of {len(tiles)} tile calls of batch 1 saw another batch's cond_or_uncond and "
+    assert len({c for c, _, _ in conds.whole}) == 2, f"the calls were not cond and uncond batched: {conds.whole}"
+    assert {batch for batch, _, _, _ in conds.parts} == {1}, "cond and uncond were not cut apart"
+    wrong = conds.wrong()
+    assert not wrong, (f"{len(wrong)} of {len(conds.parts)} tile calls of batch 1 saw another batch's cond_or_uncond and "
                        f"uuids, e.g. {wrong[0]}")

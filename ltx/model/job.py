@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 
 _PLAIN = (type(None), bool, int, float, str, bytes, torch.Tensor, torch.dtype, torch.device, torch.Size,
           uuid.UUID, enum.Enum)
-_SILENT = {"wrappers", "callbacks"}
+_SILENT = {"wrappers", "callbacks", "easycache"}
+"""Options left out without a warning: wrappers and callbacks (the per-tile ones are named by `_PER_TILE_WRAPPERS`
+below), and the step-cache state of EasyCache/LazyCache, used on rank 0 around the whole call (ltx.model.step_cache)."""
 _PER_TILE_WRAPPERS = ("apply_model", "diffusion_model")
 """The wrapper kinds (comfy.patcher_extension.WrappersMP values) that run inside a model call, so per tile; the
 others (outer_sample, prepare_sampling, ...) run once around the sampling, on rank 0, as without a group."""

@@ -1,6 +1,7 @@
 """Turn a ComfyUI LTX MODEL into a TDP one (`apply_tdp`): wrappers and an object patch on a clone, nothing global.
 
-* APPLY_MODEL wrapper: every model call runs per tile (ltx.model.call) and returns the blended x0.
+* APPLY_MODEL wrapper: every model call runs per tile (ltx.model.call) and returns the blended x0; a step cache
+  (EasyCache) runs once around the tiles, on the whole frame (ltx.model.step_cache).
 * CALC_COND_BATCH wrapper: with ComfyUI's MultiGPU clones, the tiles of each call spread over their devices
   (ltx.model.devices).
 * OUTER_SAMPLE wrapper: warns when the first sigma is high enough for tiles to drift apart, and in the
@@ -33,6 +34,7 @@ from .job import ModelJob, model_ranks
 from .keyframes import MASK_ATTRIBUTE, has_marker_mask, marker_mask_patch
 from .memory import register_tile_memory
 from .positions import ShiftedGridPatchifier
+from .step_cache import per_tile_wrappers, run_with_step_cache
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,13 @@ class TDPModelWrapper:
     def __call__(self, executor, x, t, c_concat, c_crossattn, control, transformer_options, **kwargs):
         if c_concat is not None:
             raise TilingError("TDP cannot tile concat conditioning (c_concat); LTX models do not use it")
+        per_tile_wrappers(transformer_options, "tile")
+        return run_with_step_cache(executor, x, t, c_crossattn, transformer_options, kwargs,
+                                   lambda options: self.tiled(executor, x, t, c_crossattn, control, options, kwargs))
+
+    def tiled(self, executor, x, t, c_crossattn, control, transformer_options, kwargs):
+        """The blended x0 of one model call, its tiles run here, on the MultiGPU devices or over the ranks."""
+        c_concat = None
         if transformer_options.get(DEVICES_KEY) is not None:  # ComfyUI's MultiGPU clones (ltx.model.devices)
             return run_on_devices(self, transformer_options[DEVICES_KEY], executor, x, t, c_crossattn, control,
                                   transformer_options, kwargs, output_dtype(x))

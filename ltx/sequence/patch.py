@@ -3,7 +3,8 @@
 * CALC_COND_BATCH wrapper: the tile path's (`ltx.model.devices.calc_cond_batch_wrapper`): with ComfyUI's
   MultiGPU clones, a step's conds go to this device as one call that carries the devices (DEVICES_KEY).
 * APPLY_MODEL wrapper (`SequenceModelWrapper`): a call that carries the devices runs sequence-parallel on them
-  (`ltx.sequence.run.SequenceCall`); any other call runs unchanged.
+  (`ltx.sequence.run.SequenceCall`), a step cache (EasyCache) once around it on the whole frame
+  (`ltx.model.step_cache`); any other call runs unchanged.
 
 With one device, without MultiGPU clones (or on a ComfyUI without core MultiGPU), every call runs unchanged and
 the log says so once. TDP (the tile path, for stage 2) and this node do not go on the same MODEL.
@@ -20,6 +21,7 @@ from ..model.devices import DEVICES_KEY, calc_cond_batch_wrapper
 from ..model.facts import ltx_diffusion_model
 from ..model.patch import SEQUENCE_KEY, WRAPPER_KEY, has_wrapper
 from ..model.units import CallInputs
+from ..model.step_cache import per_tile_wrappers, run_with_step_cache
 from .run import SequenceCall
 
 log = logging.getLogger(__name__)
@@ -58,11 +60,16 @@ class SequenceModelWrapper:
         if c_concat is not None:
             raise UnsupportedInput("LTX Sequence Parallel cannot shard concat conditioning (c_concat); LTX models "
                                    "do not use it")
-        call = SequenceCall(devices, executor, CallInputs(x, t, c_crossattn, kwargs), control, transformer_options)
-        if _layouts.get(pool) != call.describe():  # once per sampling run, and again when the layout changes
-            _layouts[pool] = call.describe()
-            log.info("LTX Sequence Parallel: model calls run with %s", call.describe())
-        return call.run()
+        per_tile_wrappers(transformer_options, "shard")
+
+        def sharded(options: dict[str, Any]) -> Any:
+            call = SequenceCall(devices, executor, CallInputs(x, t, c_crossattn, kwargs), control, options)
+            if _layouts.get(pool) != call.describe():  # once per sampling run, and again when the layout changes
+                _layouts[pool] = call.describe()
+                log.info("LTX Sequence Parallel: model calls run with %s", call.describe())
+            return call.run()
+
+        return run_with_step_cache(executor, x, t, c_crossattn, transformer_options, kwargs, sharded)
 
 
 def apply_sequence_parallel(model_patcher: Any) -> Any:

@@ -93,6 +93,24 @@ def build_ltxv(path: Path, seed: int = 0, **overrides) -> Path:
     return save_with_config(seeded_state_dict(model, seed), path, {"transformer": config})
 
 
+def build_tokenwise_ltxv(path: Path, seed: int = 0, **overrides) -> Path:
+    """`build_ltxv` with every attention's output projection zeroed (`attn1`, `attn2`: `to_out.0.weight`): each
+    token's prediction then depends on that token alone (and the timestep), so TDP's tiles predict every token as
+    the untiled call does and a 2 x 2 TDP run equals the untiled one within the blend's fp32 rounding. The check
+    that tells a per-tile step cache (which mixes tiles) from one that sees the whole frame."""
+    import comfy.ldm.lightricks.model as ltx
+    import comfy.ops
+
+    config = {**LTXV_CONFIG, **overrides}
+    model = ltx.LTXVModel(**config, operations=comfy.ops.disable_weight_init)
+    sd = seeded_state_dict(model, seed)
+    zeroed = [k for k in sd if (".attn1.to_out.0.weight" in k or ".attn2.to_out.0.weight" in k)]
+    assert zeroed, "no attention output projection found in the LTXV state dict"
+    for key in zeroed:
+        sd[key] = torch.zeros_like(sd[key])
+    return save_with_config(sd, path, {"transformer": config})
+
+
 def has_ltxav() -> bool:
     """Whether this ComfyUI has LTX-2's audio+video transformer (ComfyUI >= ~0.8)."""
     try:

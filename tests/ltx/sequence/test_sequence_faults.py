@@ -1,5 +1,7 @@
 """Faults of LTX Sequence Parallel as on the tile path: a device that fails mid-call names itself, Cancel stops
-every device, no MultiGPU pool thread outlives the sampling run, and the next run works.
+every device, no MultiGPU pool thread outlives the sampling run, and the next run works. A device whose model call
+returns early without running the blocks (a diffusion-model wrapper that skips, as a per-shard step cache would)
+does not leave the other waiting in the exchange: the call fails at once, saying why.
 
 HARDWARE MOCK: `ltx_tdp_devkit.core_multigpu.fake_devices(2)` makes this CPU machine report cpu and cpu:1 to
 ComfyUI; the tiny 3-block LTXV, core's deepclones, its thread pool and the pack's dispatch are real. The fault
@@ -105,3 +107,59 @@ def test_cancel_stops_every_device_within_a_block(comfy, ltxv3):
         again = ksample(comfy, cfg_split(sequence(ltxv3), 2), _latent())
     single = ksample(comfy, ltxv3, _latent())
     assert relative_error(again, single) <= BOUND, "the run after Cancel differs from one device"
+
+
+class ReturnsEarly:
+    """A diffusion-model wrapper that returns its input without running the model (the blocks, so the exchange)
+    on one device: `clone` (the other device's thread) or this device; every other call runs the model."""
+
+    def __init__(self, on_clone: bool):
+        self.on_clone = on_clone
+        self.skipped = 0
+
+    def __call__(self, executor, *args, **kwargs):
+        options = args[-1] if isinstance(args[-1], dict) else kwargs.get("transformer_options", args[5])
+        if (options.get("multigpu_thread_device") is not None) == self.on_clone:
+            self.skipped += 1
+            return args[0]
+        return executor(*args, **kwargs)
+
+    def on(self, model):
+        import comfy.patcher_extension as ext
+
+        m = model.clone()
+        m.add_wrapper_with_key(ext.WrappersMP.DIFFUSION_MODEL, "tdp_test_returns_early", self)
+        return m
+
+
+@pytest.mark.parametrize("on_clone", [True, False], ids=["other_device_returns_early", "this_device_returns_early"])
+def test_a_device_that_returns_without_its_exchanges_fails_the_call_at_once_and_the_next_run_works(
+        comfy, ltxv3, on_clone):
+    """Before the fix the other device waited in the exchange for ever (no error and no Cancel could end it: the
+    device that returned was idle in core's pool); now it is released at once with an error naming the cause."""
+    from ltx_tdp.ltx.device_ranks import DeviceFailure
+
+    early = ReturnsEarly(on_clone)
+    outcome: list = []
+
+    def sample():
+        try:
+            with fake_devices(2):
+                ksample(comfy, cfg_split(sequence(early.on(ltxv3)), 2), _latent())
+            outcome.append("finished")
+        except BaseException as e:  # noqa: BLE001 (asserted below)
+            outcome.append(e)
+
+    worker = threading.Thread(target=sample, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the sampling run still waits 120 s after a device returned early (the hang)"
+    assert early.skipped == 1, f"the wrapper returned early {early.skipped} times, the test shows nothing"
+    (error,) = outcome
+    assert isinstance(error, DeviceFailure), f"expected a failure naming the cause, got {error!r}"
+    assert "skipped the transformer blocks on one device only" in str(error), str(error)
+    assert not pool_threads(), f"MultiGPU pool threads still running after the failure: {pool_threads()}"
+    with fake_devices(2):
+        again = ksample(comfy, cfg_split(sequence(ltxv3), 2), _latent())
+    single = ksample(comfy, ltxv3, _latent())
+    assert relative_error(again, single) <= BOUND, "the run after the failure differs from one device"

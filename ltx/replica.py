@@ -1,11 +1,13 @@
 """A ComfyUI ModelPatcher as a multi-GPU group replicates it (multigpu.api.ReplicaSource): the key that
 says when the workers' copy is stale, the recipe that builds the empty module there, and the weights
 exactly as rank 0 computes with them (ComfyUI's weight patches, e.g. LoRAs, applied: in place, on the fly
-by the estimate-based loader's low-VRAM mode, or by Dynamic VRAM, ltx.dynamic_vram).
+by the estimate-based loader's low-VRAM mode, or by Dynamic VRAM, ltx.dynamic_vram; a GGUF model's quantized
+layers, city96's ComfyUI-GGUF, as the dequantized weight they compute with).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,7 +28,14 @@ class PatcherReplica:
         self.patcher, self.make_recipe, self.module = patcher, make_recipe, patcher.model
 
     def recipe(self) -> Any:
-        return self.make_recipe(self.patcher)
+        """`make_recipe(patcher)`; for a GGUF model (its model config's `custom_operations` are ComfyUI-GGUF's
+        GGMLOps, which a worker cannot import) with those operations dropped, so workers build ComfyUI's own
+        layers: they receive plain weights (`weights`)."""
+        recipe = self.make_recipe(self.patcher)
+        attributes = getattr(recipe, "attributes", None)
+        if isinstance(attributes, dict) and is_ggml_ops(attributes.get("custom_operations")):
+            recipe = dataclasses.replace(recipe, attributes={**attributes, "custom_operations": None})
+        return recipe
 
     def key(self) -> str:
         """Changes whenever the weights computed with change: another module, another set of weight patches
@@ -37,7 +46,10 @@ class PatcherReplica:
         keys = list(sd)
         samples = []
         for key in keys[:: max(1, len(keys) // KEY_SAMPLES)]:
-            flat = (backup[key].weight if key in backup else sd[key]).detach().reshape(-1)
+            stored = backup[key].weight if key in backup else self._stored(key, sd[key])
+            if stored is None:
+                continue
+            flat = stored.detach().reshape(-1)
             if flat.numel():
                 samples.append(flat[:: max(1, flat.numel() // 4)][:4].to(device="cpu", dtype=torch.float64))
         digest = hashlib.sha1(torch.cat(samples).numpy().tobytes() if samples else b"").hexdigest()[:16]
@@ -60,6 +72,12 @@ class PatcherReplica:
           (`comfy.float.stochastic_rounding`) or requantized in the layer's own format (its `set_weight`).
 
         A quantized weight is several state-dict entries (codes, scales): all of them are replaced together.
+
+        A GGUF model's quantized layer (ComfyUI-GGUF's GGMLLayer, whose state dict holds only empty stand-ins)
+        dequantizes its weight and applies the weight's patches at every forward, in the dtype it computes in: its
+        weight and bias are sent as that layer's own `get_weight` gives them, the patches being this patcher's
+        (where GGUFModelPatcher puts them, the GGML tensor's `patches`), in the model's compute dtype; its
+        estimate-only entry (`<layer>.temp.weight`) is left out. Its other layers are ComfyUI's (above).
         """
         return self._walk(compute=True)
 
@@ -74,6 +92,13 @@ class PatcherReplica:
         backup = getattr(self.patcher, "backup", {})
         replaced: dict[str, torch.Tensor | None] = {}
         for key, tensor in self.module.state_dict().items():
+            owner, _, name = key.rpartition(".")
+            layer = ggml_layer(self.module, owner)
+            if layer is not None:
+                yield key, self._ggml_entry(layer, key, name, compute)
+                continue
+            if name == "weight" and owner.endswith(".temp") and ggml_layer(self.module, owner[:-5]) is not None:
+                continue  # GGMLLayer's room for dequantizing its largest weight, in the memory estimate only
             if key in replaced:
                 value = replaced.pop(key)
                 if value is not None:
@@ -132,6 +157,66 @@ class PatcherReplica:
             return {key: comfy.float.stochastic_rounding(out, original.dtype, seed=seed)}
         return _entries(key, set_func(out, seed=seed, return_weight=True))
 
+    def _stored(self, key: str, value: torch.Tensor) -> torch.Tensor | None:
+        """What the module stores for state-dict entry `key` (`value`): `value` itself, except for a GGUF layer's
+        empty stand-in (a meta tensor): its GGML tensor's raw data (the codes), or None for an entry that is
+        no parameter (the estimate's `temp.weight`)."""
+        if not value.is_meta:
+            return value
+        owner, _, name = key.rpartition(".")
+        try:
+            real = getattr(self.module.get_submodule(owner), name, None)
+        except AttributeError:
+            return None
+        if real is None or real.is_meta:
+            return None
+        return real.as_subclass(torch.Tensor) if is_ggml(real) else real
+
+    @torch.no_grad()
+    def _ggml_entry(self, layer: torch.nn.Module, key: str, name: str, compute: bool) -> torch.Tensor:
+        """Parameter `name` (`key`) of the GGUF layer `layer` as the layer computes with it (`weights`): its own
+        `get_weight` on the stored tensor with this patcher's patches, in the model's compute dtype, on the
+        load device. With `compute` False an empty meta tensor of that dtype and shape."""
+        tensor = getattr(layer, name)
+        dtype = self._ggml_dtype()
+        if not compute:
+            return torch.empty(tuple(tensor.shape), dtype=dtype, device="meta")
+        device = self.patcher.load_device
+        patches = self.patcher.patches
+        if is_ggml_quantized(tensor):
+            # A GGMLTensor of its own (GGUF's own class and constructor) holding the stored codes and the patch
+            # list GGUFModelPatcher.patch_weight_to_device sets: rank 0's tensor and its `patches` stay untouched.
+            stored = type(tensor)(tensor.as_subclass(torch.Tensor).to(device), tensor_type=tensor.tensor_type,
+                                  tensor_shape=tensor.tensor_shape,
+                                  patches=[(patches[key], key)] if key in patches else [])
+        else:  # an F32 / F16 entry of a quantized layer: GGUFModelPatcher patches it in place
+            stored = self._in_place(key, tensor).to(device)
+        weight = layer.get_weight(stored, dtype)
+        if is_ggml(weight):
+            weight = weight.as_subclass(torch.Tensor)
+        return weight.to(device=device, dtype=dtype)
+
+    def _in_place(self, key: str, tensor: torch.Tensor) -> torch.Tensor:
+        """The value of the unquantized parameter `key` (stored as `tensor`) once this patcher has patched it in
+        place, as `_walk` decides for any other weight: as it is where this patcher's patches are applied or
+        there are none, the original where another patcher's are, else computed from the original."""
+        backup = getattr(self.patcher, "backup", {})
+        in_sync = getattr(self.module, "current_weight_patches_uuid", None) == self.patcher.patches_uuid
+        original = backup[key].weight if key in backup else None
+        if key in self.patcher.patches and not (in_sync and key in backup):
+            return self._patched(key, original, True)[key]
+        if key in self.patcher.patches or original is None:
+            return tensor.as_subclass(torch.Tensor) if is_ggml(tensor) else tensor
+        return original
+
+    def _ggml_dtype(self) -> torch.dtype:
+        """The dtype a GGUF layer computes in: its input's, the model's compute dtype (ComfyUI's BaseModel casts
+        its input to the manual-cast dtype, else to the diffusion model's dtype)."""
+        model = self.patcher.model
+        if hasattr(model, "get_dtype_inference"):
+            return model.get_dtype_inference()
+        return getattr(model, "manual_cast_dtype", None) or model.get_dtype()
+
     def _compute_dtype(self, weight: torch.Tensor) -> torch.dtype:
         """The dtype the model's layers compute in (a ComfyUI model casts its input to it); for another
         module, `weight`'s own (a QuantizedTensor's is the dtype it dequantizes to)."""
@@ -143,3 +228,34 @@ def _entries(key: str, value: torch.Tensor) -> dict[str, torch.Tensor]:
     """The state-dict entries of parameter `key` holding `value`: a QuantizedTensor gives its codes and scales
     (`key`, `key_scale`, ...), any other tensor itself."""
     return value.state_dict(key) if is_quantized(value) else {key: value}
+
+
+def is_ggml(value: Any) -> bool:
+    """Whether `value` is a ComfyUI-GGUF GGMLTensor (duck-typed: a tensor with `tensor_type` and `tensor_shape`)."""
+    return isinstance(value, torch.Tensor) and hasattr(value, "tensor_type") and hasattr(value, "tensor_shape")
+
+
+def is_ggml_quantized(value: Any) -> bool:
+    """Whether `value` is a GGMLTensor in a quantized GGML type (any but F32 and F16, which torch computes with)."""
+    if not is_ggml(value) or value.tensor_type is None:
+        return False
+    return getattr(value.tensor_type, "name", str(value.tensor_type)) not in ("F32", "F16")
+
+
+def ggml_layer(module: torch.nn.Module, owner: str) -> torch.nn.Module | None:
+    """Submodule `owner` of `module` when it is a ComfyUI-GGUF GGMLLayer computing through GGUF's dequantizing
+    path (its own `is_ggml_quantized()`: a quantized weight or bias), else None."""
+    try:
+        layer = module.get_submodule(owner) if owner else module
+    except AttributeError:
+        return None
+    if not callable(getattr(layer, "get_weight", None)) or not callable(getattr(layer, "is_ggml_quantized", None)):
+        return None
+    return layer if layer.is_ggml_quantized() else None
+
+
+def is_ggml_ops(ops: Any) -> bool:
+    """Whether `ops` (a model config's `custom_operations`) are ComfyUI-GGUF's GGMLOps: their Linear is a
+    GGMLLayer (it has `get_weight` and `is_ggml_quantized`)."""
+    linear = getattr(ops, "Linear", None)
+    return callable(getattr(linear, "get_weight", None)) and callable(getattr(linear, "is_ggml_quantized", None))

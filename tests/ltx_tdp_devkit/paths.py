@@ -27,3 +27,11 @@ def comfyui_has_ltx25(comfy_dir: Path | None = None) -> bool:
     comfy_dir = comfy_dir or comfyui_dir()
     model = comfy_dir / "comfy" / "ldm" / "lightricks" / "model.py" if comfy_dir else None
     return model is not None and model.is_file() and "use_keyframes_abs_pos_embedding" in model.read_text(errors="replace")
+
+
+def gguf_pack_dir() -> Path | None:
+    """city96's ComfyUI-GGUF custom node pack (read-only, never copied): $LTX_TDP_GGUF_DIR, else
+    PACK_ROOT/../shared/comfyui-gguf; None when neither holds the pack (its `nodes.py`)."""
+    value = os.environ.get("LTX_TDP_GGUF_DIR")
+    path = Path(value) if value else PACK_ROOT.parent / "shared" / "comfyui-gguf"
+    return path.resolve() if (path / "nodes.py").is_file() else None

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ltx_tdp_devkit.comfy_runtime import comfyui_version
+from ltx_tdp_devkit.tiny_gguf import LORA_KEY
 
 
 def _patcher():
@@ -117,27 +118,14 @@ def test_a_patch_on_a_quantized_layer_is_sent_as_comfyui_computes_with_it_loaded
     assert all(_same(on_the_fly[k], t) for k, t in plain.items()), f"{fmt}: the unpatched layer changed"
 
 
-GGUF_LORA_KEY = "diffusion_model.transformer_blocks.1.ff.net.0.proj.weight"
-
-
 @pytest.fixture(scope="module")
 def gguf_q4(comfy):
     """The tiny LTXV in Q4_0 through city96's ComfyUI-GGUF UnetLoaderGGUF (ltx_tdp_devkit.tiny_gguf), and a clone
     with a LoRA-like "diff" patch on one quantized Linear; skips where ComfyUI-GGUF cannot run."""
-    from pathlib import Path
-
-    import folder_paths
     from ltx_tdp_devkit import tiny_gguf
-    from ltx_tdp_devkit.ltx_helpers import randn
-    from ltx_tdp_devkit.paths import gguf_pack_dir
 
-    reason = tiny_gguf.gguf_skip_reason(gguf_pack_dir())
-    if reason:
-        pytest.skip(reason)
-    model = tiny_gguf.load_gguf_ltxv(comfy, Path(folder_paths.get_folder_paths("diffusion_models")[0]), "Q4_0")
-    lora = model.clone()
-    shape = tuple(lora.model.diffusion_model.transformer_blocks[1].ff.net[0].proj.weight.shape)
-    lora.add_patches({GGUF_LORA_KEY: (randn(*shape, seed=9) * 0.5,)}, 1.0)
+    model = tiny_gguf.gguf_loader(comfy)("Q4_0")
+    lora = tiny_gguf.with_lora(model)
     return model, lora
 
 
@@ -169,7 +157,7 @@ def test_a_gguf_models_quantized_layers_are_sent_as_the_layer_dequantizes_them_w
     model, lora = gguf_q4
     expected = {"plain": _computed_with(model), "lora": _computed_with(lora)}
     assert len(expected["lora"]) >= 20, f"only {len(expected['lora'])} GGUF-quantized entries"
-    changed = (expected["lora"][GGUF_LORA_KEY] - expected["plain"][GGUF_LORA_KEY]).abs().max().item()
+    changed = (expected["lora"][LORA_KEY] - expected["plain"][LORA_KEY]).abs().max().item()
     assert changed > 1e-2, f"the LoRA changed its layer's computed weight by only {changed:.3e}"
     weight = lora.model.diffusion_model.transformer_blocks[1].ff.net[0].proj.weight
     patches_before = list(weight.patches)

@@ -176,3 +176,39 @@ def load_gguf_ltxv(comfy, folder: Path, qtype: str, seed: int = 0) -> Any:
         folder_paths.filename_list_cache.clear()
     (model,) = comfy.run_node(sys.modules[GGUF_PACKAGE].nodes.UnetLoaderGGUF, unet_name=name)
     return model
+
+
+LORA_KEY = "diffusion_model.transformer_blocks.1.ff.net.0.proj.weight"
+"""The quantized Linear `with_lora` patches (a GGML layer in both QTYPES)."""
+
+
+def gguf_loader(comfy: Any):
+    """qtype -> the tiny LTXV as that GGUF type, loaded once by ComfyUI-GGUF's loader (for a module-scoped fixture);
+    skips, saying why, where ComfyUI-GGUF or `gguf` is missing."""
+    import pytest
+
+    from .paths import gguf_pack_dir
+
+    reason = gguf_skip_reason(gguf_pack_dir())
+    if reason:
+        pytest.skip(reason)
+    import folder_paths
+
+    folder, models = Path(folder_paths.get_folder_paths("diffusion_models")[0]), {}
+
+    def load(qtype: str) -> Any:
+        if qtype not in models:
+            models[qtype] = load_gguf_ltxv(comfy, folder, qtype)
+        return models[qtype]
+
+    return load
+
+
+def with_lora(model: Any) -> Any:
+    """A clone with a LoRA-like weight difference (ComfyUI's "diff" patch) on one quantized Linear (`LORA_KEY`)."""
+    from .ltx_helpers import randn
+
+    patched = model.clone()
+    shape = tuple(patched.model.diffusion_model.transformer_blocks[1].ff.net[0].proj.weight.shape)
+    patched.add_patches({LORA_KEY: (randn(*shape, seed=9) * 0.5,)}, 1.0)
+    return patched

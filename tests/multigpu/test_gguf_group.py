@@ -9,19 +9,16 @@ No hardware is mocked: the ranks are real worker processes on the CPU.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
 import torch
 
 from ltx_tdp_devkit import tiny_gguf
 from ltx_tdp_devkit.ltx_helpers import ksample, randn, tdp_2x2
-from ltx_tdp_devkit.paths import gguf_pack_dir
 
 pytestmark = pytest.mark.distributed
 
 log = logging.getLogger(__name__)
-LORA_KEY = "diffusion_model.transformer_blocks.1.ff.net.0.proj.weight"
 
 
 def _cond(seed: int) -> list:
@@ -31,26 +28,7 @@ def _cond(seed: int) -> list:
 
 @pytest.fixture(scope="module")
 def gguf(comfy):
-    reason = tiny_gguf.gguf_skip_reason(gguf_pack_dir())
-    if reason:
-        pytest.skip(reason)
-    import folder_paths
-
-    folder, models = Path(folder_paths.get_folder_paths("diffusion_models")[0]), {}
-
-    def load(qtype: str):
-        if qtype not in models:
-            models[qtype] = tiny_gguf.load_gguf_ltxv(comfy, folder, qtype)
-        return models[qtype]
-
-    return load
-
-
-def _lora(model):
-    patched = model.clone()
-    shape = tuple(patched.model.diffusion_model.transformer_blocks[1].ff.net[0].proj.weight.shape)
-    patched.add_patches({LORA_KEY: (randn(*shape, seed=9) * 0.5,)}, 1.0)
-    return patched
+    return tiny_gguf.gguf_loader(comfy)
 
 
 @pytest.mark.parametrize("qtype", tiny_gguf.QTYPES)
@@ -59,7 +37,7 @@ def test_a_gguf_model_over_2_ranks_equals_one_process_bit_for_bit(comfy, gguf, g
     group = group_factory(2)
     model = gguf(qtype)
     assert tiny_gguf.ggml_layers(model.model), f"{qtype}: the model holds no GGML-quantized layer"
-    model = _lora(model) if lora else model
+    model = tiny_gguf.with_lora(model) if lora else model
     latent = {"samples": randn(1, 128, 3, 8, 10, seed=4)}
     kw = dict(positive=_cond(1), negative=_cond(2))
     single = ksample(comfy, tdp_2x2(model), latent, **kw)

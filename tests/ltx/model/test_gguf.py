@@ -19,7 +19,6 @@ MultiGPU tests where ComfyUI has no in-process MultiGPU (0.3.75).
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
 import torch
@@ -28,7 +27,6 @@ from ltx_tdp_devkit import tiny_gguf
 from ltx_tdp_devkit.ltx_helpers import call_model, ksample, patch, randn, tdp_2x2, tiling
 from ltx_tdp_devkit.paths import gguf_pack_dir
 
-LORA_KEY = "diffusion_model.transformer_blocks.1.ff.net.0.proj.weight"
 SHAPE = (1, 128, 3, 8, 10)
 log = logging.getLogger(__name__)
 REFUSAL = "cached_patcher_init is not initialized"
@@ -46,29 +44,10 @@ def cond(seed: int) -> list:
 
 @pytest.fixture(scope="module")
 def gguf(comfy):
-    """qtype -> the tiny GGUF LTXV loaded by UnetLoaderGGUF (skips where ComfyUI-GGUF cannot run)."""
-    reason = tiny_gguf.gguf_skip_reason(gguf_pack_dir())
-    if reason:
-        pytest.skip(reason)
-    import folder_paths
-
-    folder = Path(folder_paths.get_folder_paths("diffusion_models")[0])
-    models: dict[str, object] = {}
-
-    def load(qtype: str):
-        if qtype not in models:
-            models[qtype] = tiny_gguf.load_gguf_ltxv(comfy, folder, qtype)
-        return models[qtype]
-
-    return load
+    return tiny_gguf.gguf_loader(comfy)
 
 
-def with_lora(model):
-    """A clone with a LoRA-like weight difference (ComfyUI's "diff" patch) on one quantized Linear."""
-    patched = model.clone()
-    shape = tuple(patched.model.diffusion_model.transformer_blocks[1].ff.net[0].proj.weight.shape)
-    patched.add_patches({LORA_KEY: (randn(*shape, seed=9) * 0.5,)}, 1.0)
-    return patched
+with_lora = tiny_gguf.with_lora
 
 
 @pytest.mark.parametrize("qtype", tiny_gguf.QTYPES)

@@ -14,19 +14,23 @@ Two things keep the marker where it belongs:
   the untiled `generated_keyframes`) and returns its crop to the tile's tokens; outside one it is the model's.
 * `tile_generated_keyframes` rewrites `generated_keyframes` for the tile (its tokens per frame, the slots that
   fall in it, relative to its first frame), so the conditioning each tile carries is true of that tile.
+
+The tile in flight lives in thread-local state (each MultiGPU device thread sees its own). The mask is decided
+outside torch.compile's graph (`torch.compiler.disable`): a compiled model breaks its graph there, once per call,
+instead of guarding on every tile's crop and recompiling per tile. Only checkpoints with a keyframe position
+embedding call the mask.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ...package import PACKAGE
 from ...tiling import LatentGeometry, TilingError
 
 
@@ -63,17 +67,20 @@ class TileTokens:
         return grid[:, rows][:, :, self.hs, self.ws].reshape(untiled.shape[0], -1)
 
 
-_TILE: contextvars.ContextVar[TileTokens | None] = contextvars.ContextVar(f"{PACKAGE}_tile_tokens", default=None)
+_local = threading.local()
+"""`tile`: the TileTokens of the tile call in flight in this thread, or None (`tile_tokens`)."""
 
 
 @contextlib.contextmanager
 def tile_tokens(tile: TileTokens | None) -> Iterator[None]:
-    """Within the block, the patched marker mask crops the untiled mask to `tile` (None: the model decides)."""
-    token = _TILE.set(tile)
+    """Within the block, the patched marker mask crops the untiled mask to `tile` (None: the model decides), in this
+    thread only; after it, as before."""
+    before = getattr(_local, "tile", None)
+    _local.tile = tile
     try:
         yield
     finally:
-        _TILE.reset(token)
+        _local.tile = before
 
 
 class TileKeyframeMask:
@@ -83,9 +90,10 @@ class TileKeyframeMask:
     def __init__(self, inner: Any):
         self._inner = inner
 
+    @torch.compiler.disable
     def __call__(self, pixel_coords: torch.Tensor, orig_shape: Sequence[int], grid_mask: torch.Tensor | None,
                  num_guide_tokens: int, generated_keyframes: dict | None) -> torch.Tensor:
-        tile = _TILE.get()
+        tile = getattr(_local, "tile", None)
         if tile is None:
             return self._inner(pixel_coords, orig_shape, grid_mask, num_guide_tokens, generated_keyframes)
         f, h, w = tile.grid

@@ -40,10 +40,17 @@ pytestmark = pytest.mark.server
 
 TEMPLATE = "video_ltx2_5_t2v"
 LAYOUT = re.compile(r"LTX TDP: model calls run as (\d+) work units \(one per tile\) over 2 devices: cpu (\d+), cpu:1 (\d+)")
+DECODE_LAYOUT = re.compile(r"LTX TDP: the decode's \d+ tiles over 2 devices")
+"""The tiled decode's layout line when its `device` is `all` (the LTX-2.5 multi-GPU example's setting)."""
 SEQUENCE_LAYOUT = re.compile(r"LTX Sequence Parallel: model calls run with the video tokens in 2 shards by speed: "
                              r"cpu \(speed [\d.]+\), cpu:1 \(speed [\d.]+\)")
 """The sequence path's layout line. It is logged once per server process (per layout), so only the first prompt
 that runs stage 1 sequence-parallel in this module's server says it: the template test below."""
+CARRIED_BOUND = 5e-5
+"""Stage 2's video against one device when stage 1 ran sequence-parallel. Stage 2's tiles over the devices give one
+device's result bit for bit for the same input (the first test), so its whole difference is stage 1's fp32 rounding
+(`stage2_input`, within BOUND) carried through the upsampler and stage 2's steps, which this random tiny model
+amplifies: measured on an AMD EPYC, 2.7e-7 at stage 2's input, 9.0e-6 at its output (x 33)."""
 _seeds = itertools.count(500)
 
 
@@ -75,6 +82,7 @@ def _run(server: ComfyServer, comfy_base: Path, api: dict, names: dict, stage: S
     prompt = tiny_prompt(api, names)
     separate = api_id(stage.path, stage.separate)
     add_latent_saves(prompt, {"stage1_audio": [api_id(stage.path, stage.audio_in[0]), stage.audio_in[1]],
+                              "stage2_input": [api_id(stage.path, stage.video_in[0]), stage.video_in[1]],
                               "stage2_video": [separate, 0], "stage2_audio": [separate, 1]}, folder=folder)
     entry = server.run(prompt, timeout=900)
     assert entry["status"]["status_str"] == "success", entry["status"]
@@ -159,10 +167,11 @@ def test_ltx25_template_with_sequence_parallel_on_stage1_and_tdp_on_stage2_sprea
     layouts = LAYOUT.findall(log)
     assert layouts and all(int(here) and int(there) for _, here, there in layouts), (
         f"stage 2's tiles did not run on both devices; the pack logged {layouts}")
-    for part in ("stage1_audio", "stage2_video", "stage2_audio"):
+    for part, bound in (("stage1_audio", BOUND), ("stage2_input", BOUND), ("stage2_audio", BOUND),
+                        ("stage2_video", CARRIED_BOUND)):
         err = relative_error(two[part], one[part])
-        assert two[part].shape == one[part].shape and err <= BOUND, (
-            f"{part}: two devices differ from one by {err:.3e} (relative), bound {BOUND}")
+        assert two[part].shape == one[part].shape and err <= bound, (
+            f"{part}: two devices differ from one by {err:.3e} (relative), bound {bound}")
     assert torch.equal(two["stage2_audio"], two["stage1_audio"]), "held audio: stage 2 changed stage 1's audio"
 
 
@@ -191,6 +200,7 @@ def test_the_ltx25_multigpu_example_runs_both_stages_on_both_devices(two_device_
     assert layouts and all(int(here) and int(there) for _, here, there in layouts), (
         f"the example's stage 2 did not run on both devices; the pack logged {layouts}")
     assert SEQUENCE_LAYOUT.search(log), f"the example's stage 1 did not run sequence-parallel; the log:\n{log[-3000:]}"
+    assert DECODE_LAYOUT.search(log), f"the example's tiled decode did not run on both devices; the log:\n{log[-3000:]}"
 
 
 def _tiny_prompt_with_split(model_names: dict, fail: bool) -> dict:

@@ -1,6 +1,7 @@
 """Where the test suite's time goes: each CI lane's wall time, its tests, and its 25 slowest tests.
 
-    python3 scripts/test_times.py                 # runs `bash .ci/run` (every lane, as CI runs them), then reports
+    python3 scripts/test_times.py                 # runs `bash .ci/run` (every lane, as CI runs them; its output on
+                                                  # stderr), then prints the report on stdout
     python3 scripts/test_times.py --reports DIR   # reports on the files a run with LTX_TDP_CI_REPORTS=DIR left
 
 With LTX_TDP_CI_REPORTS set, `.ci/run` has each lane's pytest write a JUnit report whose test times are the test
@@ -98,7 +99,8 @@ def main() -> int:
     if reports is None:
         reports = Path(tempfile.mkdtemp(prefix="ltx-tdp-times."))
         log.info("running bash .ci/run, reports in %s", reports)
-        rc = subprocess.call(["bash", ".ci/run"], cwd=ROOT, env={**os.environ, "LTX_TDP_CI_REPORTS": str(reports)})
+        rc = subprocess.call(["bash", ".ci/run"], cwd=ROOT, env={**os.environ, "LTX_TDP_CI_REPORTS": str(reports)},
+                             stdout=sys.stderr)  # CI's own output on stderr, the report alone on stdout
         log.info(".ci/run ended with status %d", rc)
     lanes = [lane for n in LANES if (lane := read_lane(reports, n)) is not None]
     if not lanes:

@@ -29,6 +29,7 @@ Three hooks on the TDP clone, none global:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -53,19 +54,20 @@ class TileMemory:
         self.other_devices = False
         """Whether the model sampling now has ComfyUI's MultiGPU clones (each holds a copy of a call's input)."""
 
-    def __call__(self, input_shape: Sequence[int], cond_shapes: dict | None = None) -> float:
+    def __call__(self, input_shape: Sequence[int], cond_shapes: dict | None = None, **kwargs: Any) -> float:
         """Bytes a model call on `input_shape` needs as TDP runs it: ComfyUI's estimate for the largest tile
         plus the pack's own buffers, during this model's runs; ComfyUI's own estimate outside them (ComfyUI
         leaves a clone's object patches on the shared model when another clone is loaded) and where the shape
-        is not a video TDP tiles."""
+        is not a video TDP tiles. Other keywords (newer ComfyUI asks with `memory_efficient_attention=`) go on
+        to the model's own estimate where it takes them, and are dropped where it does not."""
         cond_shapes = cond_shapes or {}
         if self.latent_shapes is None:
-            return self._estimate(input_shape, cond_shapes)
+            return self._estimate(input_shape, cond_shapes, **kwargs)
         layout = self.layout(input_shape, _guide_tokens(cond_shapes.get("keyframe_idxs", ())))
         if layout is None:
-            return self._estimate(input_shape, cond_shapes)
+            return self._estimate(input_shape, cond_shapes, **kwargs)
         tile_shape, extra = layout
-        return self._estimate(tile_shape, cond_shapes) + extra
+        return self._estimate(tile_shape, cond_shapes, **kwargs) + extra
 
     def layout(self, input_shape: Sequence[int], guide_tokens: int) -> tuple[list[int], int] | None:
         """(the largest tile's input shape, the pack's own bytes) for a model call on `input_shape` with
@@ -110,9 +112,11 @@ class TileMemory:
             return shape
         return shape[:-1] + [shape[-1] + math.ceil(extra * shape[-1] / tile)]
 
-    def _estimate(self, shape: Sequence[int], cond_shapes: dict) -> float:
-        """ComfyUI's own estimate (the model class's formula, not this object patch) for `shape`."""
-        return type(self.model).memory_required(self.model, list(shape), cond_shapes=cond_shapes)
+    def _estimate(self, shape: Sequence[int], cond_shapes: dict, **kwargs: Any) -> float:
+        """ComfyUI's own estimate (the model class's formula, not this object patch) for `shape`, with those of
+        `kwargs` the formula takes."""
+        formula = type(self.model).memory_required
+        return formula(self.model, list(shape), cond_shapes=cond_shapes, **_accepted(formula, kwargs))
 
     # -- the wrappers -------------------------------------------------------------------------------------
     def prepare_sampling(self, executor, model, noise_shape, conds, *args, **kwargs):
@@ -134,6 +138,18 @@ class TileMemory:
         finally:
             self.latent_shapes = None
             self.other_devices = False
+
+
+def _accepted(function: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of `kwargs` that `function` takes (all of them where it has **kwargs)."""
+    if not kwargs:
+        return kwargs
+    parameters = inspect.signature(function).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return kwargs
+    names = {p.name for p in parameters if p.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                       inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+    return {k: v for k, v in kwargs.items() if k in names}
 
 
 def _guide_tokens(keyframe_idxs: Any) -> int:

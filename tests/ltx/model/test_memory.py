@@ -117,3 +117,44 @@ def test_a_tile_is_sized_with_every_guide_frame_it_can_keep(comfy, ltxv):
         2 * 128 * 17 * 17 * 4, f"asked {asked}, tile {tile}, the pack's bytes {extra}"
     assert memory([2, 128, 3, 32, 32]) == type(ltxv.model).memory_required(ltxv.model, [2, 128, 3, 32, 32]), \
         "outside a run of this model (between runs) ComfyUI's own estimate must stand"
+
+
+def test_asked_with_a_keyword_newer_comfyui_passes_the_estimate_is_still_the_largest_tiles(comfy, ltxv):
+    """Newer ComfyUI asks `memory_required(shape, cond_shapes=..., memory_efficient_attention=...)`. Asked that way
+    during a run (a probe inside the sampling, where ComfyUI's cond batching asks), the pack's object patch answers
+    what it answers without the keyword: the largest tile's estimate plus the pack's buffers, never a TypeError.
+    ComfyUI 0.33's own formula takes no such keyword, so the pack drops it there."""
+    import comfy.patcher_extension as ext
+
+    model = tdp_2x2(ltxv)
+    asked: list[tuple[float, float]] = []
+
+    def probe(executor, *args, **kwargs):
+        memory = model.model.memory_required
+        shape, conds = list(LATENT), {"c_crossattn": (1, 8, 16)}
+        asked.append((memory(shape, cond_shapes=conds), memory(shape, cond_shapes=conds,
+                                                                memory_efficient_attention=True)))
+        return executor(*args, **kwargs)
+
+    model.add_wrapper_with_key(ext.WrappersMP.PREDICT_NOISE, "tdp_test_memory_keyword", probe)
+    ksample(comfy, model, {"samples": randn(*LATENT, seed=1)}, steps=1)
+    assert asked, "the probe never ran"
+    plain, with_keyword = asked[0]
+    assert with_keyword == plain, f"asked with the keyword: {with_keyword}, without: {plain}"
+    whole = type(ltxv.model).memory_required(ltxv.model, list(LATENT), cond_shapes={"c_crossattn": (1, 8, 16)})
+    assert plain < 0.75 * whole, f"the object patch answered {plain / whole:.2f} x the whole frame's estimate"
+
+
+def test_a_keyword_the_models_formula_takes_is_passed_on():
+    """A stand-in for a newer BaseModel whose formula takes `memory_efficient_attention`: outside a run the object
+    patch is that formula, the keyword included; a keyword it does not take is dropped."""
+    from ltx_tdp.ltx.model.memory import TileMemory
+
+    class NewerModel:
+        def memory_required(self, input_shape, cond_shapes={}, memory_efficient_attention=False):  # noqa: B006
+            return 2.0 if memory_efficient_attention else 3.0
+
+    memory = TileMemory(settings=None, base_model=NewerModel())
+    assert memory([1, 128, 2, 8, 8], {}, memory_efficient_attention=True) == 2.0
+    assert memory([1, 128, 2, 8, 8], {}) == 3.0
+    assert memory([1, 128, 2, 8, 8], {}, a_keyword_from_the_future=1) == 3.0

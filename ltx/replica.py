@@ -2,7 +2,8 @@
 says when the workers' copy is stale, the recipe that builds the empty module there, and the weights
 exactly as rank 0 computes with them (ComfyUI's weight patches, e.g. LoRAs, applied: in place, on the fly
 by the estimate-based loader's low-VRAM mode, or by Dynamic VRAM, ltx.dynamic_vram; a GGUF model's quantized
-layers, city96's ComfyUI-GGUF, as the dequantized weight they compute with).
+layers, city96's ComfyUI-GGUF, as the dequantized weight they compute with). Keys are the uncompiled module's:
+with core's TorchCompileModel the workers still build and receive the plain module.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class PatcherReplica:
         (ComfyUI gives every new set a new `patches_uuid`, e.g. a LoRA), or weights changed in place (a
         fingerprint of a few values of KEY_SAMPLES tensors, read from the unpatched originals)."""
         p, backup = self.patcher, getattr(self.patcher, "backup", {})
-        sd = self.module.state_dict()
+        sd = _state_dict(self.module)
         keys = list(sd)
         samples = []
         for key in keys[:: max(1, len(keys) // KEY_SAMPLES)]:
@@ -91,7 +92,7 @@ class PatcherReplica:
         in_sync = getattr(self.module, "current_weight_patches_uuid", None) == self.patcher.patches_uuid
         backup = getattr(self.patcher, "backup", {})
         replaced: dict[str, torch.Tensor | None] = {}
-        for key, tensor in self.module.state_dict().items():
+        for key, tensor in _state_dict(self.module).items():
             owner, _, name = key.rpartition(".")
             layer = ggml_layer(self.module, owner)
             if layer is not None:
@@ -259,3 +260,18 @@ def is_ggml_ops(ops: Any) -> bool:
     GGMLLayer (it has `get_weight` and `is_ggml_quantized`)."""
     linear = getattr(ops, "Linear", None)
     return callable(getattr(linear, "get_weight", None)) and callable(getattr(linear, "is_ggml_quantized", None))
+
+
+COMPILED_PREFIX = "_orig_mod."
+"""What torch.compile's OptimizedModule puts before its module's state-dict keys (core's TorchCompileModel swaps the
+compiled diffusion model in for each model call)."""
+
+
+def _state_dict(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """`module.state_dict()` under the names of the uncompiled module: every `_orig_mod.` segment of a compiled
+    submodule's keys left out (an OptimizedModule hands attribute access on to the module it wraps, so the plain
+    names still reach every tensor). The workers build the uncompiled module, and ComfyUI's weight patches and
+    backups use these names."""
+    return {key.replace("." + COMPILED_PREFIX, ".").removeprefix(COMPILED_PREFIX): value
+            for key, value in module.state_dict().items()}
+

@@ -88,9 +88,6 @@ class PatcherReplica:
 
     def _walk(self, compute: bool) -> Iterator[tuple[str, torch.Tensor]]:
         """`weights`, or with `compute` False tensors of the same dtypes and shapes standing in for computed ones."""
-        patches = self.patcher.patches
-        in_sync = getattr(self.module, "current_weight_patches_uuid", None) == self.patcher.patches_uuid
-        backup = getattr(self.patcher, "backup", {})
         replaced: dict[str, torch.Tensor | None] = {}
         for key, tensor in _state_dict(self.module).items():
             owner, _, name = key.rpartition(".")
@@ -105,15 +102,7 @@ class PatcherReplica:
                 if value is not None:
                     yield key, value
                 continue
-            original = backup[key].weight if key in backup else None
-            if key in patches and not (in_sync and key in backup):
-                entries = self._patched(key, original, compute)
-            elif key in patches or original is None:
-                yield key, tensor
-                continue
-            else:
-                entries = _entries(key, original)
-            replaced.update(entries)
+            replaced.update(self._as_computed(key, tensor, compute))
             yield key, replaced.pop(key)
 
     def _patched(self, key: str, original: torch.Tensor | None, compute: bool) -> dict[str, torch.Tensor | None]:
@@ -178,8 +167,10 @@ class PatcherReplica:
         """Parameter `name` (`key`) of the GGUF layer `layer` as the layer computes with it (`weights`): its own
         `get_weight` on the stored tensor with this patcher's patches, in the model's compute dtype, on the
         load device. With `compute` False an empty meta tensor of that dtype and shape."""
+        from .model.facts import inference_dtype  # here: ltx.model imports this module
+
         tensor = getattr(layer, name)
-        dtype = self._ggml_dtype()
+        dtype = inference_dtype(self.patcher.model)
         if not compute:
             return torch.empty(tuple(tensor.shape), dtype=dtype, device="meta")
         device = self.patcher.load_device
@@ -199,24 +190,22 @@ class PatcherReplica:
 
     def _in_place(self, key: str, tensor: torch.Tensor) -> torch.Tensor:
         """The value of the unquantized parameter `key` (stored as `tensor`) once this patcher has patched it in
-        place, as `_walk` decides for any other weight: as it is where this patcher's patches are applied or
-        there are none, the original where another patcher's are, else computed from the original."""
+        place, as `_as_computed` decides for any other weight (a GGMLTensor as a plain tensor)."""
+        value = self._as_computed(key, tensor, True)[key]
+        return value.as_subclass(torch.Tensor) if value is tensor and is_ggml(value) else value
+
+    def _as_computed(self, key: str, tensor: torch.Tensor, compute: bool) -> dict[str, torch.Tensor | None]:
+        """The state-dict entries of weight `key` (stored as `tensor`) as rank 0 computes with it (`weights`):
+        `tensor` as it is where this patcher's patches are applied in place or it has none; computed from the
+        original (`_patched`) where they are not applied yet; the original where another patcher's are."""
         backup = getattr(self.patcher, "backup", {})
         in_sync = getattr(self.module, "current_weight_patches_uuid", None) == self.patcher.patches_uuid
         original = backup[key].weight if key in backup else None
         if key in self.patcher.patches and not (in_sync and key in backup):
-            return self._patched(key, original, True)[key]
+            return self._patched(key, original, compute)
         if key in self.patcher.patches or original is None:
-            return tensor.as_subclass(torch.Tensor) if is_ggml(tensor) else tensor
-        return original
-
-    def _ggml_dtype(self) -> torch.dtype:
-        """The dtype a GGUF layer computes in: its input's, the model's compute dtype (ComfyUI's BaseModel casts
-        its input to the manual-cast dtype, else to the diffusion model's dtype)."""
-        model = self.patcher.model
-        if hasattr(model, "get_dtype_inference"):
-            return model.get_dtype_inference()
-        return getattr(model, "manual_cast_dtype", None) or model.get_dtype()
+            return {key: tensor}
+        return _entries(key, original)
 
     def _compute_dtype(self, weight: torch.Tensor) -> torch.dtype:
         """The dtype the model's layers compute in (a ComfyUI model casts its input to it); for another

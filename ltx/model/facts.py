@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ...tiling import LatentGeometry, PositionRange
 from ..errors import UnsupportedInput
 
@@ -32,3 +34,12 @@ def position_range(model_patcher: Any) -> PositionRange | None:
     if max_pos is None or len(max_pos) != 3:
         return None
     return PositionRange.of_max_pos(max_pos)
+
+
+def inference_dtype(base_model: Any) -> torch.dtype:
+    """The dtype a ComfyUI BaseModel casts the diffusion model's input to, so the dtype its layers compute in: its
+    `get_dtype_inference()`, or on ComfyUI 0.3.x (which lacks it) the same rule: the manual-cast dtype, else the
+    diffusion model's own."""
+    if hasattr(base_model, "get_dtype_inference"):
+        return base_model.get_dtype_inference()
+    return getattr(base_model, "manual_cast_dtype", None) or base_model.get_dtype()

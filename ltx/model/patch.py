@@ -81,7 +81,6 @@ class TDPModelWrapper:
 
     def tiled(self, executor, x, t, c_crossattn, control, transformer_options, kwargs):
         """The blended x0 of one model call, its tiles run here, on the MultiGPU devices or over the ranks."""
-        c_concat = None
         if transformer_options.get(DEVICES_KEY) is not None:  # ComfyUI's MultiGPU clones (ltx.model.devices)
             return run_on_devices(self, transformer_options[DEVICES_KEY], executor, x, t, c_crossattn, control,
                                   transformer_options, kwargs, output_dtype(x))
@@ -89,7 +88,7 @@ class TDPModelWrapper:
         self.check_range(call, kwargs.get("frame_rate"))
 
         def run_tile(x_tile: torch.Tensor, kw: dict[str, Any]) -> torch.Tensor:
-            return executor(x_tile, t, c_concat, c_crossattn, control, transformer_options, **kw)
+            return executor(x_tile, t, None, c_crossattn, control, transformer_options, **kw)
 
         job = None
         if self.ranks is not ONE_RANK:

@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from .facts import inference_dtype
+
 log = logging.getLogger(__name__)
 
 STEP_CACHE_KEYS = ("easycache",)
@@ -94,14 +96,6 @@ def model_output_from_denoised(model_sampling: Any, sigma: torch.Tensor, x: torc
     return out
 
 
-def _inference_dtype(model: Any) -> torch.dtype:
-    """The dtype ComfyUI's `_apply_model` casts the diffusion model's input to (ComfyUI 0.3.x: no
-    `get_dtype_inference` yet, the same rule inline)."""
-    if hasattr(model, "get_dtype_inference"):
-        return model.get_dtype_inference()
-    return model.manual_cast_dtype if model.manual_cast_dtype is not None else model.get_dtype()
-
-
 def run_with_step_cache(executor: Any, x: torch.Tensor, t: torch.Tensor, c_crossattn: Any,
                         transformer_options: dict[str, Any], kwargs: dict[str, Any],
                         run_whole: Callable[[dict[str, Any]], torch.Tensor]) -> torch.Tensor:
@@ -122,7 +116,7 @@ def run_with_step_cache(executor: Any, x: torch.Tensor, t: torch.Tensor, c_cross
     inner_options = without_step_caches(transformer_options)
     model = executor.class_obj
     sampling = model.model_sampling
-    xc = sampling.calculate_input(t, x).to(_inference_dtype(model))
+    xc = sampling.calculate_input(t, x).to(inference_dtype(model))
     shapes = kwargs.get("latent_shapes")
     model_input = comfy.utils.unpack_latents(xc, shapes) if shapes is not None else xc
     ran: list[tuple[Any, torch.Tensor]] = []

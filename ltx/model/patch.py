@@ -25,6 +25,7 @@ from ...tiling import LatentGeometry, PositionRange, TilingConfig, TilingError
 from ...tiling.position_range import largest_tile
 from ...tiling.ranks import ONE_RANK, TileRanks
 from ..errors import UnsupportedInput
+from ..loader_factory import ensure_loader_factory
 from ..progress import TileProgress, check_interrupt, interruptible
 from .audio import AUDIO_HELD, audio_mode as audio_mode_value, audio_not_ready, has_audio, held_denoise_mask, restore_audio
 from .call import TDPSettings, TiledModelCall
@@ -183,6 +184,7 @@ def apply_tdp(model_patcher: Any, tiling: TilingConfig, *, group: Any = None, no
                                "is for stage 2 (the upscale), sequence parallelism for stage 1. Patch the stage-2 "
                                "model with TDP and the stage-1 model with LTX Sequence Parallel.")
     m = model_patcher.clone()
+    ensure_loader_factory(m)  # MultiGPU can copy a GGUF model too (ltx.loader_factory)
     ranks = model_ranks(group, m) if group is not None else ONE_RANK
     for kind in (ext.WrappersMP.APPLY_MODEL, ext.WrappersMP.OUTER_SAMPLE, ext.WrappersMP.CALC_COND_BATCH):
         m.remove_wrappers_with_key(kind, WRAPPER_KEY)

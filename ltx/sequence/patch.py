@@ -17,6 +17,7 @@ import weakref
 from typing import Any
 
 from ..errors import UnsupportedInput
+from ..loader_factory import ensure_loader_factory
 from ..model.devices import DEVICES_KEY, calc_cond_batch_wrapper
 from ..model.facts import ltx_diffusion_model
 from ..model.patch import SEQUENCE_KEY, WRAPPER_KEY, has_wrapper
@@ -85,6 +86,7 @@ def apply_sequence_parallel(model_patcher: Any) -> Any:
                                "sequence parallelism is for stage 1 (the whole video at low resolution), TDP for "
                                "stage 2 (the upscale). Put this node on the stage-1 model only.")
     m = model_patcher.clone()
+    ensure_loader_factory(m)  # MultiGPU can copy a GGUF model too (ltx.loader_factory)
     for kind in (ext.WrappersMP.APPLY_MODEL, ext.WrappersMP.CALC_COND_BATCH):
         m.remove_wrappers_with_key(kind, SEQUENCE_KEY)
     m.add_wrapper_with_key(ext.WrappersMP.APPLY_MODEL, SEQUENCE_KEY, SequenceModelWrapper())

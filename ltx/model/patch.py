@@ -24,6 +24,7 @@ from ...package import PACKAGE
 from ...tiling import LatentGeometry, PositionRange, TilingConfig, TilingError
 from ...tiling.position_range import largest_tile
 from ...tiling.ranks import ONE_RANK, TileRanks
+from ..comfy_internals import PATCHER, require
 from ..errors import UnsupportedInput
 from ..loader_factory import ensure_loader_factory
 from ..progress import TileProgress, check_interrupt, interruptible
@@ -177,6 +178,7 @@ def apply_tdp(model_patcher: Any, tiling: TilingConfig, *, group: Any = None, no
     """
     import comfy.patcher_extension as ext
 
+    require(PATCHER)
     settings = TDPSettings(tiling, normalize_positions, audio_mode_value(audio_mode))
     diffusion_model = ltx_diffusion_model(model_patcher)
     if has_wrapper(model_patcher, SEQUENCE_KEY):

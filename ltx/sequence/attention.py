@@ -6,23 +6,15 @@ rank's (an all-gather, `ShardContext.gather_kv`): LTX video self-attention, and 
 audio-to-video attention (video queries, audio keys) keep their own keys. An override already set (an
 attention-backend node: Sage, Flash, core's ModelAttentionBackend) still runs, with the gathered keys.
 
-What the hook assumes of ComfyUI, all here (ComfyUI 0.24 to 0.33, comfy/ldm/modules/attention.py `wrap_attn`):
-
-* every attention function ComfyUI's LTX models call is wrapped so that, when
-  `transformer_options["optimized_attention_override"]` is set, it calls `override(func, q, k, v, heads, *args,
-  **kwargs)` (`func` the attention it would have run; `skip_reshape` in kwargs: q, k, v are (B, heads, N, d),
-  else (B, N, heads x d)) and returns what the override returns; the override is called once per attention, and
-  `func` (or an inner override) with `_inside_attn_wrapper` set does not call the override again;
-* an override set before the pack is in the options the pack receives (a backend node writes it with
-  `ModelPatcher.set_model_optimized_attention` in 0.33, into the model options' transformer options before);
-* attention tensor containers (`AttentionTensorContainer`, 0.33, which LTX does not use there; ComfyUI 0.40 passes
-  them for every model): when containers come and the outermost override has no `container_function`, ComfyUI
-  unwraps them to plain tensors before the call. `GatherAttention` has none, so it and the override inside it get
-  plain tensors, and a backend's container path (its `container_function`) is not used under sequence
-  parallelism: it runs as on plain tensors.
-
-A ComfyUI that breaks one of these fails tests/ltx/sequence/test_sequence_attention_override.py (a recording
-override must see every call, with a shard's queries and every shard's keys).
+What the hook assumes of ComfyUI's `wrap_attn` (0.24 to 0.33) is listed with every other internal in
+ltx/comfy_internals.py (`wrap_attn`, `OVERRIDE_CALL`): an override in `transformer_options` is called once per
+attention as `override(func, q, k, v, heads, *args, **kwargs)` (`skip_reshape` in kwargs: q, k, v are
+(B, heads, N, d), else (B, N, heads x d)); attention tensor containers (0.33's `AttentionTensorContainer`, which
+ComfyUI 0.40 passes for every model) are unwrapped to plain tensors first, because `GatherAttention` has no
+`container_function`, so a backend's container path is not used under sequence parallelism: it runs as on plain
+tensors. tests/ltx/test_comfy_internals.py pins the call, containers included;
+tests/ltx/sequence/test_sequence_attention_override.py shows a recording override on every shard with every
+shard's keys.
 """
 
 from __future__ import annotations

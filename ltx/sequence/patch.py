@@ -16,6 +16,7 @@ import logging
 import weakref
 from typing import Any
 
+from ..comfy_internals import SEQUENCE, require
 from ..errors import UnsupportedInput
 from ..loader_factory import ensure_loader_factory
 from ..model.devices import DEVICES_KEY, calc_cond_batch_wrapper
@@ -80,6 +81,7 @@ def apply_sequence_parallel(model_patcher: Any) -> Any:
     Raises UnsupportedInput for a MODEL that is not LTX, or one the TDP patcher patched (TDP is for stage 2)."""
     import comfy.patcher_extension as ext
 
+    require(SEQUENCE)
     ltx_diffusion_model(model_patcher)
     if has_wrapper(model_patcher, WRAPPER_KEY):
         raise UnsupportedInput("LTX Sequence Parallel and the LTX TDP Model Patcher cannot go on the same MODEL: "

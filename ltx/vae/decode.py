@@ -20,6 +20,7 @@ import torch
 
 from ...tiling import Tile, add_tile, blend_tiles
 from ...tiling.ranks import ONE_RANK
+from ..comfy_internals import DECODE, require
 from ..progress import ProgressCallback, check_interrupt, interruptible
 from ..errors import VaeDecodeError
 from .decoder import prepare_decode
@@ -46,6 +47,7 @@ def decode_tiled(vae: Any, samples: Any, settings: DecodeSettings = DecodeSettin
     shares blended here in tile order, so the result is the one-device decode's bit for bit. Interrupts are
     checked before every tile; `progress(done, total)` is told after each (of every device).
     """
+    require(DECODE)
     devices = tuple(devices or ())
     if group is not None and len(devices) > 1:
         raise VaeDecodeError("the decode has both a TDP group (tdp_group) and several devices (device 'all'); use "

@@ -8,7 +8,9 @@ real KSampler:
 * a 2 x 2 TDP run compiles the plain model's one graph, with no graph break, whatever the number of steps (the
   tiles' shapes repeat every step), and the next prompt compiles nothing more; tiles with their own grid shift
   (positions not normalised) share that graph, the shift an input of it;
-* two presented devices (MultiGPU CFG Split): TDP's tiles over core's deepclones + compile equal one device.
+* uneven tiles (4 tile shapes) compile at most a graph per shape, the same every step and on the next prompt;
+* two presented devices (MultiGPU CFG Split): TDP's tiles over core's deepclones + compile equal one device, and
+  compile nothing more for a third step or the next prompt.
 
 HARDWARE MOCK (the multi-device test only): `ltx_tdp_devkit.core_multigpu.fake_devices` makes this CPU report cpu
 and cpu:1 to ComfyUI; the deepclones, the thread pool and the compile are real.
@@ -113,3 +115,52 @@ def test_compiled_tdp_over_two_presented_devices_equals_one_device(comfy, ltxv) 
     print(f"2 devices + compile vs eager 1 device: {err:.3e}, graphs {graphs()}")
     assert graphs() >= 1, "dynamo compiled nothing over 2 devices"
     assert err <= ROUNDING, f"compiled TDP over 2 devices differs from eager one device by {err:.3e}"
+
+
+def _tile_shapes(comfy, model, latent: dict) -> set[tuple[int, ...]]:
+    """The distinct tile shapes one eager sampling step of `model` (TDP-patched) runs."""
+    from ltx_tdp_devkit.ltx_helpers import probe_tile_calls
+
+    calls: list = []
+    ksample(comfy, probe_tile_calls(model.clone(), calls), latent, steps=1)
+    return {tuple(c["x"].shape) for c in calls}
+
+
+def test_uneven_tiles_compile_at_most_one_graph_per_tile_shape_once_for_every_step_and_prompt(comfy, ltxv) -> None:
+    """A layout whose tiles differ in size (height 9 and width 11 in 2 tiles each, overlap 2: 5 or 6 by 6 or 7
+    cells, 4 tile shapes) gives Dynamo the same shapes every step: at most one graph per shape (Dynamo makes a size
+    that changed dynamic, so fewer), no more for a third step, none for the next prompt, and no graph break."""
+    latent = {"samples": randn(1, 128, 3, 9, 11, seed=2)}
+    shapes = _tile_shapes(comfy, tdp_2x2(ltxv), latent)
+    assert len(shapes) == 4, f"the layout's tile shapes: {sorted(shapes)}"
+    counts = {}
+    for steps in (2, 3):
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        model = compile_model(comfy, tdp_2x2(ltxv))
+        ksample(comfy, model, latent, steps=steps)
+        counts[steps] = (graphs(), breaks())
+    ksample(comfy, model, latent, seed=4, steps=3)
+    again = (graphs(), breaks())
+    print(f"uneven 2x2 ({len(shapes)} tile shapes): {counts}; next prompt {again}")
+    assert counts[2] == counts[3] == again, f"graphs grew with steps or prompts: {counts}, next prompt {again}"
+    assert 1 <= counts[3][0] <= len(shapes) and not counts[3][1], f"{counts[3]} for {len(shapes)} tile shapes"
+
+
+def test_compiled_tiles_over_two_presented_devices_compile_nothing_more_for_a_third_step_or_the_next_prompt(
+        comfy, ltxv) -> None:
+    if not has_core_multigpu():
+        pytest.skip("this ComfyUI (0.3.75) has no comfy/multigpu.py (core MultiGPU is 0.24+)")
+    counts = {}
+    with fake_devices(2):
+        for steps in (2, 3):
+            torch._dynamo.reset()
+            torch._dynamo.utils.counters.clear()
+            model = cfg_split(tdp_2x2(compile_model(comfy, ltxv)), 2)
+            ksample(comfy, model, _latent(), steps=steps)
+            counts[steps] = (graphs(), breaks())
+        ksample(comfy, model, _latent(), seed=4, steps=3)
+        again = (graphs(), breaks())
+    print(f"2 devices, compiled 2x2: {counts}; next prompt {again}")
+    assert counts[3][0] >= 1 and not counts[3][1], f"2 devices: {counts[3]}"
+    assert counts[2] == counts[3] == again, f"graphs grew with steps or prompts: {counts}, next prompt {again}"

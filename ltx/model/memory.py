@@ -15,7 +15,9 @@ what the pack itself holds on the device while it runs: the flat partial-sum acc
 is cut (and packed, for LTX-2), and the window-weighted tile result in the accumulator's dtype (the result and
 its product with the window). With ComfyUI's MultiGPU clones (ltx.model.devices) each other device also holds
 its copy of the call's input (fp32; its small text context and masks aside); ComfyUI applies this one estimate
-to every device it loads a clone on, so the copy is counted whenever the model has clones.
+to every device it loads a clone on, so the copy is counted whenever the model has clones. With a step cache
+(EasyCache, run once around the split call: ltx.model.step_cache) the whole frame's input, cast to the inference
+dtype for the cache, is alive while the tiles run, and is counted too.
 
 Three hooks on the TDP clone, none global:
 
@@ -38,6 +40,8 @@ from ...tiling import VIDEO_AXES, TilingError, exact_sum_dtype, plan_tiles
 from ...tiling.position_range import largest_tile
 from .audio import AUDIO_AVERAGE
 from .call import TDPSettings
+from .facts import inference_dtype
+from .step_cache import step_cache_wrappers
 
 MEMORY_KEY = "ltx_tdp_memory"
 INPUT_ITEMSIZE = 4
@@ -53,6 +57,9 @@ class TileMemory:
         """The latent shapes of the run of this model now sampling; None between its runs."""
         self.other_devices = False
         """Whether the model sampling now has ComfyUI's MultiGPU clones (each holds a copy of a call's input)."""
+        self.step_cache = False
+        """Whether the model sampling now carries a step cache, run around the whole split call
+        (ltx.model.step_cache): the whole frame's input in the inference dtype stays alive while the tiles run."""
 
     def __call__(self, input_shape: Sequence[int], cond_shapes: dict | None = None, **kwargs: Any) -> float:
         """Bytes a model call on `input_shape` needs as TDP runs it: ComfyUI's estimate for the largest tile
@@ -96,8 +103,9 @@ class TileMemory:
         cut = (tile_input + (tile_input + extras if extras else 0)) * INPUT_ITEMSIZE
         weighted = 2 * tile_video * sum_size
         copy = (math.prod(video) + extras) * INPUT_ITEMSIZE if self.other_devices else 0
+        cached = (math.prod(video) + extras) * inference_dtype(self.model).itemsize if self.step_cache else 0
         shape = [batch, channels, f + guides, h, w] if not extras else [batch, 1, tile_input + extras]
-        return shape, batch * (accumulator + cut + weighted + copy)
+        return shape, batch * (accumulator + cut + weighted + copy + cached)
 
     def estimate_shape(self, noise_shape: Sequence[int], conds: dict) -> list[int]:
         """The noise shape for which ComfyUI's own estimate is this model's: the largest tile's, its last axis
@@ -121,9 +129,10 @@ class TileMemory:
     # -- the wrappers -------------------------------------------------------------------------------------
     def prepare_sampling(self, executor, model, noise_shape, conds, *args, **kwargs):
         """PREPARE_SAMPLING: ComfyUI estimates for `estimate_shape`, unless this object patch already answers;
-        notes whether `model` has MultiGPU clones (until the run ends, `outer_sample`)."""
+        notes whether `model` has MultiGPU clones or a step cache (until the run ends, `outer_sample`)."""
         clones = getattr(model, "get_additional_models_with_key", None)
         self.other_devices = bool(clones("multigpu")) if clones is not None else False
+        self.step_cache = bool(step_cache_wrappers({"wrappers": getattr(model, "wrappers", None) or {}}))
         if getattr(model.model, "memory_required", None) is not self:
             noise_shape = self.estimate_shape(noise_shape, conds)
         return executor(model, noise_shape, conds, *args, **kwargs)
@@ -137,7 +146,7 @@ class TileMemory:
             return executor(*args, **kwargs)
         finally:
             self.latent_shapes = None
-            self.other_devices = False
+            self.other_devices = self.step_cache = False
 
 
 def _accepted(function: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

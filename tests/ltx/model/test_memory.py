@@ -44,6 +44,25 @@ def test_comfyui_sizes_a_tdp_run_by_its_largest_tile_plus_the_packs_buffers(comf
     assert len(seen) == 2, f"{len(seen)} sampling runs recorded"
 
 
+@pytest.mark.parametrize("order", ["cache_then_tdp", "tdp_then_cache"])
+def test_with_a_step_cache_the_whole_frames_input_it_keeps_is_counted_too(comfy, ltxv, order):
+    """EasyCache runs once around the split call (ltx.model.step_cache), holding the whole frame's input in the
+    inference dtype while the tiles run: the estimate is the tile's plus the pack's buffers plus that input."""
+    from ltx_tdp_devkit.step_caches import cached
+
+    model = tdp_2x2(cached(comfy, ltxv, "EasyCache")) if order == "cache_then_tdp" else cached(comfy, tdp_2x2(ltxv),
+                                                                                                 "EasyCache")
+    seen = record_estimates(model)
+    ksample(comfy, model, {"samples": randn(*LATENT, seed=1)}, steps=1, cfg=3.0)
+    tile = comfyui_estimate(ltxv, TILE)
+    frame = torch.Size(LATENT).numel()
+    buffers = pack_buffers(2, frame, torch.Size(TILE).numel()) + 2 * frame * torch.float32.itemsize
+    ((shape, asked, _minimum),) = seen
+    assert within_one_cell(asked, tile, buffers, TILE), (
+        f"{order}: ComfyUI was asked for {asked / 2**20:.2f} MiB (noise shape {shape}); the largest tile needs "
+        f"{tile / 2**20:.2f} MiB, the pack's buffers with the cache's input {buffers / 2**20:.2f} MiB")
+
+
 def test_an_ltx2_audio_video_run_is_sized_by_its_largest_tile(comfy, ltxav):
     from ltx_tdp_devkit.ltx_helpers import randn as noise
 

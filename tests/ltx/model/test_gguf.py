@@ -55,6 +55,7 @@ with_lora = tiny_gguf.with_lora
 def test_the_loaded_model_computes_with_ggml_quantized_weights(gguf, qtype):
     model = gguf(qtype)
     assert type(model).__name__ == "GGUFModelPatcher", type(model)
+    assert not getattr(model, "is_dynamic", lambda: False)(), "ComfyUI-GGUF's patcher loads with Dynamic VRAM"
     layers = tiny_gguf.ggml_layers(model.model)
     blocks = [n for n in layers if ".transformer_blocks." in n]
     assert len(blocks) >= 10 * 2, f"{qtype}: only {len(blocks)} quantized block layers: {layers}"

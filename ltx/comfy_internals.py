@@ -27,7 +27,11 @@ log = logging.getLogger(__name__)
 PATCHER = "LTX TDP Model Patcher"
 SEQUENCE = "LTX Sequence Parallel"
 DECODE = "LTX TDP Tiled VAE Decode"
-LAUNCHER = "LTX TDP Multi-GPU Launcher"
+TILES_ON_DEVICES = "LTX TDP Model Patcher's tiles over MultiGPU CFG Split"
+DECODE_ON_DEVICES = "LTX TDP Tiled VAE Decode on several devices"
+GGUF_ON_DEVICES = "a GGUF model over MultiGPU CFG Split"
+"""The uses an internal can stop (`Internal.needed_by`): a node, or one way of running it. `require(use)` is
+called where that use starts, so a change that stops only MultiGPU never stops one GPU."""
 
 MULTIGPU = "comfy.multigpu"
 """ComfyUI's in-process MultiGPU (0.24+)."""
@@ -40,8 +44,9 @@ CHUNKED_IO = "comfy.ldm.lightricks.vae.causal_video_autoencoder.VideoVAE.comfy_h
 @dataclass(frozen=True)
 class Internal:
     """One ComfyUI object the pack relies on. `members`: attributes (methods, constants) the object must have;
-    `slots`: its `__slots__`, which the pack fills itself; `parameters`: parameters `call` (the object, or its
-    member of that name) must take; `only_with`: see there."""
+    `needed_by`: the uses it can stop (the constants above); `slots`: its `__slots__`, which the pack fills
+    itself; `parameters`: parameters `call` (the object, or its member of that name) must take; `only_with`: see
+    there."""
 
     module: str
     name: str
@@ -88,11 +93,12 @@ INTERNALS: tuple[Internal, ...] = (
              slots=("guide_start", "tracked_count", "noisy_mask", "tracked_mask"), only_with=LTX2),
     Internal("comfy.multigpu", "MultiGPUThreadPool", "ltx/device_ranks.py, ltx/vae/devices.py",
              "one worker thread per device: MultiGPUThreadPool(devices), submit(device, fn, *args), "
-             "get_result(device) -> (result, error), devices, shutdown()", (PATCHER, SEQUENCE, DECODE),
+             "get_result(device) -> (result, error), devices, shutdown()",
+             (TILES_ON_DEVICES, SEQUENCE, DECODE_ON_DEVICES),
              members=("submit", "get_result", "devices", "shutdown"), call="submit", parameters=("device", "fn")),
     Internal("comfy.model_patcher", "ModelPatcher", "ltx/loader_factory.py (ensure_loader_factory)",
              "MultiGPU copies a model with deepclone_multigpu from the loader's cached_patcher_init factory",
-             (PATCHER, SEQUENCE), members=("deepclone_multigpu",), only_with=MULTIGPU),
+             (GGUF_ON_DEVICES,), members=("deepclone_multigpu",), only_with=MULTIGPU),
     Internal("comfy.ldm.lightricks.vae.causal_video_autoencoder", "VideoVAE", "ltx/vae/conv.py (ConvDecode)",
              "a decoder that streams time (comfy_has_chunked_io) writes into decode(x, output_buffer=...) of "
              "decode_output_shape(x.shape)", (DECODE,), members=("decode_output_shape", "decode"), call="decode",
@@ -162,7 +168,9 @@ def _resolve(internal: Internal) -> tuple[Any, str | None]:
     except ModuleNotFoundError as e:
         if e.name and internal.module.startswith(e.name):
             return None, "absent"
-        raise
+        return None, f"{internal.module} does not import: {type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001  (any failure to import is the problem to report, not a crash at load)
+        return None, f"{internal.module} does not import: {type(e).__name__}: {e}"
     if not hasattr(module, internal.name):
         return None, f"{internal.module} has no {internal.name}"
     return getattr(module, internal.name), None
@@ -178,7 +186,9 @@ def problem_with(internal: Internal, obj: Any) -> str | None:
     if internal.slots and set(internal.slots) - set(slots):
         return f"{internal.qualified}'s slots are {slots}, not {internal.slots}"
     if internal.parameters:
-        target = getattr(obj, internal.call) if internal.call else obj
+        target = getattr(obj, internal.call, None) if internal.call else obj
+        if target is None:
+            return f"{internal.qualified} has no {internal.call}"
         try:
             names = set(inspect.signature(target).parameters)
         except (TypeError, ValueError):
@@ -201,6 +211,7 @@ def problem(internal: Internal) -> str | None:
 
 
 def comfyui_version() -> str:
+    """This ComfyUI's version (its `comfyui_version` module), or "(unknown version)"."""
     try:
         import comfyui_version as version
 
@@ -230,10 +241,11 @@ def load_report() -> list[str]:
     return lines
 
 
-def require(node: str) -> None:
-    """Raise UnsupportedInput with the first changed internal `node` needs (before it patches or runs anything)."""
+def require(use: str) -> None:
+    """Raise UnsupportedInput with the first changed internal `use` needs (called before it patches or runs
+    anything). Invariant: raises exactly when `problems()` has an internal whose `needed_by` names `use`."""
     from .errors import UnsupportedInput
 
     for internal, why in problems():
-        if node in internal.needed_by:
+        if use in internal.needed_by:
             raise UnsupportedInput(message(internal, why))

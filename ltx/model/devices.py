@@ -33,6 +33,7 @@ import torch
 from ...tiling import TilingError
 from ...tiling.ranks import ONE_RANK, Partial
 from ...tiling.shares import cond_split, device_shares, unit_ranges
+from ..comfy_internals import TILES_ON_DEVICES, require
 from ..device_ranks import DeviceRanks, DeviceShare
 from ..progress import TileProgress, check_interrupt
 from .units import CallInputs, UnitCall, slice_options
@@ -159,6 +160,7 @@ def run_on_devices(wrapper: Any, devices: ModelDevices, executor: Any, x: torch.
                    kwargs: dict[str, Any], dtype: torch.dtype) -> torch.Tensor:
     """One model call of TDP's wrapper (`ltx.model.patch.TDPModelWrapper`) spread over `devices`: its blended
     x0, the same as on one device (bit for bit when no cond is cut apart, `tiling.shares.cond_split`)."""
+    require(TILES_ON_DEVICES)
     if wrapper.ranks is not ONE_RANK:
         raise TilingError("this MODEL has both ComfyUI's MultiGPU clones (MultiGPU CFG Split) and a TDP worker group "
                           "(LTX TDP Multi-GPU Launcher); use one: remove MultiGPU CFG Split, or disconnect the "

@@ -26,6 +26,7 @@ import torch
 
 from ...tiling import Tile
 from ...tiling.shares import device_shares, unit_ranges
+from ..comfy_internals import DECODE_ON_DEVICES, require
 from ..device_ranks import DeviceRanks, DeviceShare
 from ..errors import VaeDecodeError
 from ..replica import PatcherReplica
@@ -131,6 +132,7 @@ def decode_pool(devices: tuple[torch.device, ...]) -> Iterator[Any]:
     if len(devices) < 2 or importlib.util.find_spec("comfy.multigpu") is None:
         yield None
         return
+    require(DECODE_ON_DEVICES)
     import comfy.multigpu
 
     pool = comfy.multigpu.MultiGPUThreadPool(list(devices[1:]))

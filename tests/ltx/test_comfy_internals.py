@@ -184,18 +184,32 @@ def one_problem(monkeypatch, tmp_path, comfy):
     return found
 
 
-def test_a_node_needing_a_changed_internal_refuses_in_one_line_naming_the_version_and_the_node(comfy, one_problem,
-                                                                                               model_names):
-    from ltx_tdp_devkit.ltx_helpers import tdp_2x2
+def _one_line(text: str, comfy, use: str) -> None:
+    assert "\n" not in text and f"ComfyUI {comfy.comfyui_version()}" in text and use in text, text
+    assert "MultiGPUThreadPool has no get_result" in text, text
+
+
+def test_a_use_needing_a_changed_internal_refuses_in_one_line_and_one_gpu_still_runs(comfy, one_problem,
+                                                                                        model_names):
+    """With MultiGPU's thread pool changed: LTX Sequence Parallel refuses at the node, TDP tiles over MultiGPU CFG
+    Split at their first model call (before any tile runs), each with the line naming the ComfyUI version and the
+    use; the TDP patcher on one GPU is not stopped by what only MultiGPU needs. HARDWARE MOCK: fake_devices(2)."""
+    from ltx_tdp_devkit.core_multigpu import cfg_split, fake_devices
+    from ltx_tdp_devkit.ltx_helpers import ksample, tdp_2x2
     from ltx_tdp_devkit.sequence import sequence
 
     model = load_ltxv(comfy, model_names)
-    for apply, node in ((tdp_2x2, ci.PATCHER), (sequence, ci.SEQUENCE)):
-        with pytest.raises(UnsupportedInput) as refused:
-            apply(model)
-        text = str(refused.value)
-        assert "\n" not in text and f"ComfyUI {comfy.comfyui_version()}" in text and node in text, text
-        assert "MultiGPUThreadPool has no get_result" in text, text
+    with pytest.raises(UnsupportedInput) as refused:
+        sequence(model)
+    _one_line(str(refused.value), comfy, ci.SEQUENCE)
+    latent = {"samples": randn(1, 128, 2, 8, 8, seed=1)}
+    one_gpu = ksample(comfy, tdp_2x2(model), latent, steps=1)
+    assert torch.isfinite(one_gpu).all()
+    with fake_devices(2):
+        split = cfg_split(tdp_2x2(model), 2)
+        with pytest.raises(UnsupportedInput) as failed:
+            ksample(comfy, split, latent, steps=1)
+    _one_line(str(failed.value), comfy, ci.TILES_ON_DEVICES)
 
 
 def test_the_pack_logs_each_changed_internal_once_at_load(comfy, one_problem, caplog):

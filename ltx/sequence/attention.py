@@ -26,6 +26,21 @@ import torch
 from .context import ShardContext
 
 
+PREFERRED = "comfy_attention"
+"""The attribute through which newer ComfyUI gives an attention layer its own attention function (an object whose
+`function` is that function, or None), passed to `optimized_attention` as `preferred_attention=`; its `wrap_attn`
+calls any override in the function's place (ComfyUI master, commit 8d534945, "Add comfy_attention and
+AttentionTensorContainer to a few models"). ComfyUI 0.33 has no such attribute."""
+
+
+def layers_with_own_attention(module: torch.nn.Module) -> list[str]:
+    """The names of `module`'s layers that carry their own attention function (`PREFERRED` with a `function` set:
+    int8 attention chosen from a checkpoint's metadata, say). Under LTX Sequence Parallel ComfyUI would run the
+    default attention there instead, a different result from one device, so the node refuses such a model."""
+    return [name for name, layer in module.named_modules()
+            if getattr(getattr(layer, PREFERRED, None), "function", None) is not None]
+
+
 class GatherAttention:
     """optimized_attention_override for one rank of a sharded call."""
 

@@ -24,6 +24,7 @@ from ..model.facts import ltx_diffusion_model
 from ..model.patch import SEQUENCE_KEY, WRAPPER_KEY, has_wrapper
 from ..model.units import CallInputs
 from ..model.step_cache import per_tile_wrappers, run_with_step_cache
+from .attention import layers_with_own_attention
 from .run import SequenceCall
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,13 @@ def apply_sequence_parallel(model_patcher: Any) -> Any:
     import comfy.patcher_extension as ext
 
     require(SEQUENCE)
-    ltx_diffusion_model(model_patcher)
+    own = layers_with_own_attention(ltx_diffusion_model(model_patcher))
+    if own:
+        raise UnsupportedInput(f"LTX Sequence Parallel cannot run this model: {len(own)} of its attention layers "
+                               f"({own[0]}, ...) have their own attention function from the checkpoint, and "
+                               "ComfyUI runs its default attention in their place whenever an attention override "
+                               "is set, the sequence-parallel one included, so the shards would not compute what "
+                               "one GPU computes. Run stage 1 on one GPU, or use a checkpoint without it.")
     if has_wrapper(model_patcher, WRAPPER_KEY):
         raise UnsupportedInput("LTX Sequence Parallel and the LTX TDP Model Patcher cannot go on the same MODEL: "
                                "sequence parallelism is for stage 1 (the whole video at low resolution), TDP for "

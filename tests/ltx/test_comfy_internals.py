@@ -41,17 +41,19 @@ def test_every_internal_is_as_the_pack_assumes_on_this_comfyui(comfy):
         assert absent == [], f"ComfyUI {comfy.comfyui_version()} lacks {absent}"
 
 
-def standin(tmp_path: Path, module: str, old: str, new: str):
-    """An edited copy of ComfyUI's `module` (its file as this ComfyUI has it, every `old` replaced by `new`),
-    imported from `tmp_path` inside the same package, so its relative imports resolve; skipped where this ComfyUI
-    has no such module."""
+def standin(tmp_path: Path, module: str, old: str, new: str, more: tuple[tuple[str, str], ...] = ()):
+    """An edited copy of ComfyUI's `module` (its file as this ComfyUI has it, every `old` replaced by `new`, then
+    each pair of `more`), imported from `tmp_path` inside the same package, so its relative imports resolve;
+    skipped where this ComfyUI has no such module."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         pytest.skip(f"this ComfyUI has no {module}")
     text = Path(spec.origin).read_text()
-    assert text.count(old) >= 1, f"{module} no longer has {old!r}: update the stand-in"
+    for before, after in ((old, new), *more):
+        assert text.count(before) >= 1, f"{module} no longer has {before!r}: update the stand-in"
+        text = text.replace(before, after)
     path = tmp_path / f"standin_{module.rsplit('.', 1)[-1]}.py"
-    path.write_text(text.replace(old, new))
+    path.write_text(text)
     name = f"{module.rsplit('.', 1)[0]}.standin_{module.rsplit('.', 1)[-1]}"
     loaded = importlib.util.spec_from_file_location(name, path)
     out = importlib.util.module_from_spec(loaded)
@@ -136,6 +138,25 @@ def test_the_keys_an_ltxv_block_replace_receives_are_the_ones_listed(comfy, mode
     model = load_ltxv(comfy, model_names)
     keys = _block_keys(comfy, model, {"samples": randn(1, 128, 2, 4, 4, seed=1)}, 16)
     _check_block_keys(keys, type(model.model.diffusion_model).__name__)
+
+
+def test_a_block_key_renamed_in_a_stand_in_fails_the_check_naming_it(comfy, model_names, tmp_path):
+    """A newer LTXV whose block replace gets `rope` for `pe` (an edited copy of ComfyUI's lightricks model file,
+    its `_process_transformer_blocks` put on the model with ComfyUI's object patch): the check names the key."""
+    import types
+
+    edited = standin(tmp_path, "comfy.ldm.lightricks.model", '"pe": pe', '"rope": pe',
+                     more=(('pe=args["pe"]', 'pe=args["rope"]'),))
+    if not hasattr(edited.LTXVModel, "_process_transformer_blocks"):
+        pytest.skip(f"ComfyUI {comfy.comfyui_version()}'s LTXV runs its blocks inside forward (no block method)")
+    model = load_ltxv(comfy, model_names).clone()
+    dm = model.model.diffusion_model
+    model.add_object_patch("diffusion_model._process_transformer_blocks",
+                           types.MethodType(edited.LTXVModel._process_transformer_blocks, dm))
+    keys = _block_keys(comfy, model, {"samples": randn(1, 128, 2, 4, 4, seed=1)}, 16)
+    assert "rope" in keys and "pe" not in keys, sorted(keys)
+    with pytest.raises(AssertionError, match="rope"):
+        _check_block_keys(keys, type(dm).__name__)
 
 
 def test_the_keys_an_ltx2_block_replace_receives_are_the_ones_listed(comfy, ltxav):

@@ -167,10 +167,11 @@ def test_the_keys_an_ltx2_block_replace_receives_are_the_ones_listed(comfy, ltxa
     _check_block_keys(keys, type(ltxav.model.diffusion_model).__name__)
 
 
-def test_an_attention_override_is_called_with_func_and_plain_q_k_v_heads_containers_unwrapped(comfy):
-    import comfy.ldm.modules.attention as attention
-
-    calls = []
+def override_call_problems(attention) -> list[str]:
+    """What differs, in `attention` (ComfyUI's attention module or a stand-in), from the override call the pack
+    assumes (`OVERRIDE_CALL`): `func`, then q, k, v as the plain tensors given (containers unwrapped), then heads;
+    and the override's result returned. Empty when all holds."""
+    calls, problems = [], []
 
     def override(*args, **kwargs):
         calls.append(args)
@@ -182,15 +183,43 @@ def test_an_attention_override_is_called_with_func_and_plain_q_k_v_heads_contain
     if hasattr(attention, "AttentionTensorContainer"):  # ComfyUI 0.33 has them; newer LTX code passes them
         kinds.append(("containers", attention.AttentionTensorContainer))
     for kind, wrap in kinds:
-        got = attention.optimized_attention(wrap(q), wrap(k), wrap(v), 2,
-                                            transformer_options={"optimized_attention_override": override})
-        (args,) = calls
-        calls.clear()
-        named = dict(zip(ci.OVERRIDE_CALL, args))
-        assert callable(named["func"]) and named["heads"] == 2, (kind, args)
-        for n, t in (("q", q), ("k", k), ("v", v)):
-            assert type(named[n]) is torch.Tensor and named[n] is t, f"{kind}: the override got {type(named[n])} as {n}"
-        assert torch.equal(got, want), kind
+        try:
+            got = attention.optimized_attention(wrap(q), wrap(k), wrap(v), 2,
+                                                transformer_options={"optimized_attention_override": override})
+        except Exception as e:  # noqa: BLE001  (what a changed call makes the override's attention raise)
+            problems.append(f"{kind}: the call raised {type(e).__name__}: {e}")
+            got = None
+        if len(calls) != 1:
+            problems.append(f"{kind}: the override ran {len(calls)} times")
+            continue
+        named = dict(zip(ci.OVERRIDE_CALL, calls.pop()))
+        if not callable(named["func"]) or named["heads"] != 2:
+            problems.append(f"{kind}: func {named['func']!r}, heads {named['heads']!r}")
+        problems += [f"{kind}: the override got {type(named[n]).__name__} as {n}"
+                     for n, t in (("q", q), ("k", k), ("v", v)) if type(named[n]) is not torch.Tensor or named[n] is not t]
+        if not problems and (got is None or not torch.equal(got, want)):
+            problems.append(f"{kind}: the result differs from the attention without the override")
+    return problems
+
+
+def test_an_attention_override_is_called_with_func_and_plain_q_k_v_heads_containers_unwrapped(comfy):
+    import comfy.ldm.modules.attention as attention
+
+    assert override_call_problems(attention) == []
+
+
+def test_a_wrap_attn_that_hands_an_override_containers_is_named(comfy, tmp_path):
+    """A stand-in whose `wrap_attn` no longer unwraps containers before the override: the pin names it."""
+    import comfy.ldm.modules.attention as attention
+
+    if not hasattr(attention, "AttentionTensorContainer"):
+        pytest.skip(f"ComfyUI {comfy.comfyui_version()} has no AttentionTensorContainer")
+    unwrap = "args = tuple(container.take() for container in containers) + args[3:]\n" \
+             "                        return optimized_attention_override"
+    edited = standin(tmp_path, "comfy.ldm.modules.attention", unwrap,
+                     "return optimized_attention_override")
+    found = override_call_problems(edited)
+    assert any("containers: the override got AttentionTensorContainer as q" in p for p in found), found
 
 
 @pytest.fixture

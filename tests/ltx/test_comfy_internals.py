@@ -196,7 +196,8 @@ def override_call_problems(attention) -> list[str]:
         if not callable(named["func"]) or named["heads"] != 2:
             problems.append(f"{kind}: func {named['func']!r}, heads {named['heads']!r}")
         problems += [f"{kind}: the override got {type(named[n]).__name__} as {n}"
-                     for n, t in (("q", q), ("k", k), ("v", v)) if type(named[n]) is not torch.Tensor or named[n] is not t]
+                     for n, t in (("q", q), ("k", k), ("v", v))
+                     if type(named[n]) is not torch.Tensor or named[n] is not t]
         if not problems and (got is None or not torch.equal(got, want)):
             problems.append(f"{kind}: the result differs from the attention without the override")
     return problems

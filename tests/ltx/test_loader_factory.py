@@ -91,4 +91,5 @@ def test_the_pack_sets_the_factory_on_its_clone_only_where_the_loader_set_none(c
         assert patched.cached_patcher_init[0] is rebuild and patched.cached_patcher_init[1][0] is gguf_q4.model
         assert gguf_q4.cached_patcher_init is None, "the MODEL the node was given changed"
         core = load_ltxv(comfy, model_names)
-        assert core.cached_patcher_init is not None and node(core).cached_patcher_init == core.cached_patcher_init, "the loader's own factory was replaced"
+        assert core.cached_patcher_init is not None
+        assert node(core).cached_patcher_init == core.cached_patcher_init, "the loader's own factory was replaced"

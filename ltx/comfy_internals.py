@@ -165,11 +165,9 @@ def _resolve(internal: Internal) -> tuple[Any, str | None]:
         return None, "absent"
     try:
         module = importlib.import_module(internal.module)
-    except ModuleNotFoundError as e:
-        if e.name and internal.module.startswith(e.name):
-            return None, "absent"
-        return None, f"{internal.module} does not import: {type(e).__name__}: {e}"
     except Exception as e:  # noqa: BLE001  (any failure to import is the problem to report, not a crash at load)
+        if isinstance(e, ModuleNotFoundError) and e.name and internal.module.startswith(e.name):
+            return None, "absent"
         return None, f"{internal.module} does not import: {type(e).__name__}: {e}"
     if not hasattr(module, internal.name):
         return None, f"{internal.module} has no {internal.name}"

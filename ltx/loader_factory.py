@@ -27,9 +27,8 @@ def _alias(tensor: torch.Tensor) -> torch.Tensor:
     """A new tensor object of `tensor`'s class over the same storage, with a copy of its Python attributes
     (lists copied, so a patch list set on one never shows on the other). Invariant: same class, same bytes at the
     same address, `result is not tensor`."""
-    plain = tensor.detach() if type(tensor) in (torch.Tensor, torch.nn.Parameter) else None
-    if plain is not None:
-        return plain
+    if type(tensor) in (torch.Tensor, torch.nn.Parameter):
+        return tensor.detach()
     alias = torch.Tensor._make_subclass(type(tensor), tensor.as_subclass(torch.Tensor), False)
     for name, value in vars(tensor).items():
         setattr(alias, name, list(value) if isinstance(value, list) else value)

@@ -102,8 +102,9 @@ class TileMemory:
         accumulator = (math.prod(video) + (extras if self.settings.audio_mode == AUDIO_AVERAGE else 0)) * sum_size
         cut = (tile_input + (tile_input + extras if extras else 0)) * INPUT_ITEMSIZE
         weighted = 2 * tile_video * sum_size
-        copy = (math.prod(video) + extras) * INPUT_ITEMSIZE if self.other_devices else 0
-        cached = (math.prod(video) + extras) * inference_dtype(self.model).itemsize if self.step_cache else 0
+        call_input = math.prod(video) + extras
+        copy = call_input * INPUT_ITEMSIZE if self.other_devices else 0
+        cached = call_input * inference_dtype(self.model).itemsize if self.step_cache else 0
         shape = [batch, channels, f + guides, h, w] if not extras else [batch, 1, tile_input + extras]
         return shape, batch * (accumulator + cut + weighted + copy + cached)
 

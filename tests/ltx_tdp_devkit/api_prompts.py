@@ -25,19 +25,31 @@ STAGE2_DENOISE = 0.15
 below the patcher's drift warning."""
 
 
-def _tdp_nodes(tiles: tuple[int, int], overlap: int) -> dict[str, Any]:
-    """"tiling" (LTXTDPTileConfig: `tiles` = (height, width), no overlap on an untiled axis) and "tdp" (the patcher
-    on the node "unet"), in API format."""
+def tiling_node(tiles: tuple[int, int] = (2, 2), overlap: int = 2) -> dict[str, Any]:
+    """LTXTDPTileConfig in API format: `tiles` = (height, width), one frame tile, no overlap on an untiled axis."""
     h_tiles, w_tiles = tiles
-    return {
-        "tiling": {"class_type": "LTXTDPTileConfig",
-                   "inputs": {"frames_tiles": 1, "frames_overlap": 0,
-                              "height_tiles": h_tiles, "height_overlap": overlap if h_tiles > 1 else 0,
-                              "width_tiles": w_tiles, "width_overlap": overlap if w_tiles > 1 else 0}},
-        "tdp": {"class_type": "LTXTDPModelPatcher",
-                "inputs": {"model": ["unet", 0], "tiling": ["tiling", 0], "normalize_positions": True,
-                           "audio_mode": AUDIO_MODE_HELD}},
-    }
+    return {"class_type": "LTXTDPTileConfig",
+            "inputs": {"frames_tiles": 1, "frames_overlap": 0,
+                       "height_tiles": h_tiles, "height_overlap": overlap if h_tiles > 1 else 0,
+                       "width_tiles": w_tiles, "width_overlap": overlap if w_tiles > 1 else 0}}
+
+
+def tdp_node(model: str, tiling: str = "tiling") -> dict[str, Any]:
+    """The TDP patcher in API format on node `model`'s MODEL, with node `tiling`'s layout (positions normalised,
+    audio held)."""
+    return {"class_type": "LTXTDPModelPatcher",
+            "inputs": {"model": [model, 0], "tiling": [tiling, 0], "normalize_positions": True,
+                       "audio_mode": AUDIO_MODE_HELD}}
+
+
+def multigpu_split_node(model: str, gpus: int = 2) -> dict[str, Any]:
+    """Core's MultiGPU CFG Split (MultiGPU_WorkUnits) in API format on node `model`'s MODEL."""
+    return {"class_type": "MultiGPU_WorkUnits", "inputs": {"model": [model, 0], "max_gpus": gpus}}
+
+
+def _tdp_nodes(tiles: tuple[int, int], overlap: int) -> dict[str, Any]:
+    """"tiling" (`tiling_node`) and "tdp" (the patcher on the node "unet"), in API format."""
+    return {"tiling": tiling_node(tiles, overlap), "tdp": tdp_node("unet")}
 
 
 def tdp_upscale_prompt(*, unet_name: str, vae_name: str, width: int, height: int, length: int,

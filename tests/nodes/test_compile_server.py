@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from ltx_tdp_devkit.api_prompts import multigpu_split_node, tdp_node, tiling_node
 from ltx_tdp_devkit.latent_outputs import add_latent_saves, saved_latents
 
 pytestmark = pytest.mark.server
@@ -36,11 +37,6 @@ def _prompt(model_file: str, folder: str) -> dict:
                            "scheduler": "simple", "positive": ["positive", 0], "negative": ["negative", 0],
                            "latent_image": ["empty", 0], "denoise": 1.0}}
 
-    def tdp(model: str) -> dict:
-        return {"class_type": "LTXTDPModelPatcher",
-                "inputs": {"model": [model, 0], "tiling": ["tiling", 0], "normalize_positions": True,
-                           "audio_mode": "held"}}
-
     prompt = {
         "unet": {"class_type": "UNETLoader", "inputs": {"unet_name": model_file, "weight_dtype": "default"}},
         "positive": {"class_type": "TDPTestRandomConditioning", "inputs": {"seed": 8, "tokens": 8, "dim": 16}},
@@ -50,14 +46,12 @@ def _prompt(model_file: str, folder: str) -> dict:
         "backend": {"class_type": "ModelAttentionBackend",
                     "inputs": {"model": ["unet", 0], "attention": "pytorch attention"}},
         "compiled": {"class_type": "TorchCompileModel", "inputs": {"model": ["backend", 0], "backend": "inductor"}},
-        "tiling": {"class_type": "LTXTDPTileConfig",
-                   "inputs": {"frames_tiles": 1, "frames_overlap": 0, "height_tiles": 2, "height_overlap": 2,
-                              "width_tiles": 2, "width_overlap": 2}},
-        "tdp": tdp("unet"),
-        "tdp_on_compiled": tdp("compiled"),
-        "tdp_split": {"class_type": "MultiGPU_WorkUnits", "inputs": {"model": ["tdp_on_compiled", 0], "max_gpus": 2}},
+        "tiling": tiling_node(),
+        "tdp": tdp_node("unet"),
+        "tdp_on_compiled": tdp_node("compiled"),
+        "tdp_split": multigpu_split_node("tdp_on_compiled"),
         "sequence": {"class_type": "LTXTDPSequenceParallel", "inputs": {"model": ["compiled", 0]}},
-        "sequence_split": {"class_type": "MultiGPU_WorkUnits", "inputs": {"model": ["sequence", 0], "max_gpus": 2}},
+        "sequence_split": multigpu_split_node("sequence"),
         "sample_untiled_eager": sampler("unet"),
         "sample_tdp_eager": sampler("tdp"),
         "sample_tdp_compiled": sampler("tdp_on_compiled"),

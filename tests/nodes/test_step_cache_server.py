@@ -16,6 +16,7 @@ import re
 
 import pytest
 
+from ltx_tdp_devkit.api_prompts import multigpu_split_node, tdp_node, tiling_node
 from ltx_tdp_devkit.latent_outputs import add_latent_saves, saved_latents
 from ltx_tdp_devkit.step_caches import CACHES, THRESHOLD, TOKENWISE_LTXV, tokenwise_ltxv
 
@@ -43,15 +44,11 @@ def _prompt(kind: str, seed: int, folder: str) -> dict:
                   "inputs": {"width": 320, "height": 256, "length": 17, "batch_size": 1}},
         "cache": {"class_type": kind, "inputs": {"model": ["unet", 0], "reuse_threshold": THRESHOLD,
                                                   "start_percent": 0.15, "end_percent": 0.95, "verbose": False}},
-        "tiling": {"class_type": "LTXTDPTileConfig",
-                   "inputs": {"frames_tiles": 1, "frames_overlap": 0, "height_tiles": 2, "height_overlap": 2,
-                              "width_tiles": 2, "width_overlap": 2}},
-        "tdp": {"class_type": "LTXTDPModelPatcher",
-                "inputs": {"model": ["cache", 0], "tiling": ["tiling", 0], "normalize_positions": True,
-                           "audio_mode": "held"}},
-        "tdp_split": {"class_type": "MultiGPU_WorkUnits", "inputs": {"model": ["tdp", 0], "max_gpus": 2}},
+        "tiling": tiling_node(),
+        "tdp": tdp_node("cache"),
+        "tdp_split": multigpu_split_node("tdp"),
         "sequence": {"class_type": "LTXTDPSequenceParallel", "inputs": {"model": ["cache", 0]}},
-        "sequence_split": {"class_type": "MultiGPU_WorkUnits", "inputs": {"model": ["sequence", 0], "max_gpus": 2}},
+        "sequence_split": multigpu_split_node("sequence"),
         "sample_untiled": sampler("cache"),
         "sample_tdp": sampler("tdp"),
         "sample_tdp_two_devices": sampler("tdp_split"),

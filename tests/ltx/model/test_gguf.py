@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from ltx_tdp_devkit import tiny_gguf
+from ltx_tdp_devkit.api_prompts import multigpu_split_node, tdp_node, tiling_node
 from ltx_tdp_devkit.ltx_helpers import call_model, ksample, patch, randn, tdp_2x2, tiling
 from ltx_tdp_devkit.paths import gguf_pack_dir
 
@@ -215,12 +216,8 @@ def _server_prompt(unet_name: str, split: str = "") -> dict:
     CFG Split (2 GPUs) between the patcher and the sampler, "before" between the loader and the patcher."""
     prompt = {
         "unet": {"class_type": "UnetLoaderGGUF", "inputs": {"unet_name": unet_name}},
-        "tiling": {"class_type": "LTXTDPTileConfig",
-                   "inputs": {"frames_tiles": 1, "frames_overlap": 0, "height_tiles": 2, "height_overlap": 2,
-                              "width_tiles": 2, "width_overlap": 2}},
-        "tdp": {"class_type": "LTXTDPModelPatcher",
-                "inputs": {"model": ["unet", 0], "tiling": ["tiling", 0], "normalize_positions": True,
-                           "audio_mode": "held"}},
+        "tiling": tiling_node(),
+        "tdp": tdp_node("unet"),
         "pos": {"class_type": "TDPTestRandomConditioning",
                 "inputs": {"seed": 1, "tokens": 8, "dim": tiny_gguf.CAPTION_CHANNELS}},
         "neg": {"class_type": "TDPTestRandomConditioning",
@@ -233,10 +230,10 @@ def _server_prompt(unet_name: str, split: str = "") -> dict:
                               "latent_image": ["latent", 0], "denoise": 1.0}},
     }
     if split == "after":
-        prompt["split"] = {"class_type": "MultiGPU_WorkUnits", "inputs": {"model": ["tdp", 0], "max_gpus": 2}}
+        prompt["split"] = multigpu_split_node("tdp")
         prompt["sample"]["inputs"]["model"] = ["split", 0]
     elif split == "before":
-        prompt["split"] = {"class_type": "MultiGPU_WorkUnits", "inputs": {"model": ["unet", 0], "max_gpus": 2}}
+        prompt["split"] = multigpu_split_node("unet")
         prompt["tdp"]["inputs"]["model"] = ["split", 0]
     from ltx_tdp_devkit.latent_outputs import add_latent_saves
 
